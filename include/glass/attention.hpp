@@ -1,0 +1,75 @@
+// glass/attention.hpp — journey step 4: every position looks back at the ones before it.
+//
+// In:  q      [n_q, n_heads * head_dim]     queries of the positions being computed, already
+//                                           rotated; row i sits at position start_pos + i
+//      keys   [n_k, n_kv_heads * head_dim]  keys of positions 0 .. n_k-1 (from the KV cache),
+//      values [n_k, n_kv_heads * head_dim]  with n_k = start_pos + n_q
+// Out: [n_q, n_heads * head_dim]             each head's weighted sum of values, side by side
+//
+// For each query head h:
+//   scores  = Q_h K_g^T · scale            [n_q, n_k]   (scale = 1/√head_dim)
+//   causal mask: query i may see keys 0 .. start_pos + i; later keys get -inf
+//   weights = softmax over each row          [n_q, n_k]
+//   out_h   = weights V_g                    [n_q, head_dim]
+// Grouped-query attention: query head h reads KV head g = h / (n_heads / n_kv_heads), so
+// consecutive query heads share one K/V head ("repeat", not "tile"). n_kv_heads == n_heads is
+// plain multi-head attention; n_kv_heads == 1 is multi-query attention.
+//
+// The same function serves prefill (start_pos 0, n_q = prompt length), decode (n_q = 1, reads
+// the whole cache) and any chunk in between: the mask aligns to the bottom-right corner.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "glass/errors.hpp"
+#include "glass/softmax.hpp"
+#include "glass/tensor.hpp"
+
+namespace glass {
+
+struct AttentionShape {
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+};
+
+// Attention for one head, written out fully: scores, mask, softmax, weighted sum.
+// q_h [n_q, head_dim]; k_g, v_g [n_k, head_dim]; returns [n_q, head_dim].
+// When `weights_out` is given it receives the attention weights [n_q, n_k] (for explaining).
+template <typename Q, typename K, typename V>
+RowMatrix attention_head(const Q& q_h, const K& k_g, const V& v_g, int start_pos, float scale,
+                         RowMatrix* weights_out = nullptr) {
+    const Eigen::Index n_q = q_h.rows(), n_k = k_g.rows();
+    RowMatrix scores = (q_h * k_g.transpose()) * scale;  // [n_q, n_k]
+    for (Eigen::Index i = 0; i < n_q; ++i) {
+        const Eigen::Index last_visible = start_pos + i;  // causal: keys 0..start_pos+i
+        for (Eigen::Index j = last_visible + 1; j < n_k; ++j)
+            scores(i, j) = -std::numeric_limits<float>::infinity();
+        softmax_inplace(scores.row(i).data(), static_cast<int>(n_k));
+    }
+    if (weights_out) *weights_out = scores;
+    return scores * v_g;  // [n_q, head_dim]
+}
+
+inline RowMatrix causal_attention(const RowMatrix& q, const Eigen::Ref<const RowMatrix>& keys,
+                                  const Eigen::Ref<const RowMatrix>& values, int start_pos,
+                                  const AttentionShape& s, float scale) {
+    if (s.n_kv_heads < 1 || s.n_heads % s.n_kv_heads != 0)
+        fail("attention: n_heads ", s.n_heads, " is not a multiple of n_kv_heads ", s.n_kv_heads);
+    if (keys.rows() != start_pos + q.rows() || values.rows() != keys.rows())
+        fail("attention: ", keys.rows(), " cached keys for ", q.rows(), " queries starting at ",
+             start_pos, " (expected ", start_pos + q.rows(), ")");
+    const int group = s.n_heads / s.n_kv_heads;  // query heads per KV head
+    const int hd = s.head_dim;
+    RowMatrix out(q.rows(), static_cast<Eigen::Index>(s.n_heads) * hd);
+    for (int h = 0; h < s.n_heads; ++h) {
+        const int g = h / group;  // the KV head this query head reads
+        out.middleCols(h * hd, hd) =
+            attention_head(q.middleCols(h * hd, hd), keys.middleCols(g * hd, hd),
+                           values.middleCols(g * hd, hd), start_pos, scale);
+    }
+    return out;
+}
+
+}  // namespace glass

@@ -1,0 +1,28 @@
+// glass/embedding.hpp — journey step 2: ids -> vectors.
+//
+// In:  token ids [n_tokens]; the embedding table [vocab, dim].
+// Out: activations [n_tokens, dim], row t = table row ids[t].
+//
+// No arithmetic happens here: an id is just a row number. The table is learned; it is also the
+// biggest single matrix of a small-vocabulary-unfriendly model (Llama 3 8B: 128,256 x 4,096 ≈
+// 525 M parameters).
+#pragma once
+
+#include <span>
+
+#include "glass/errors.hpp"
+#include "glass/tensor.hpp"
+
+namespace glass {
+
+inline RowMatrix embed_tokens(const ConstMatrixMap& table, std::span<const int> ids) {
+    RowMatrix x(static_cast<Eigen::Index>(ids.size()), table.cols());  // [n_tokens, dim]
+    for (size_t t = 0; t < ids.size(); ++t) {
+        if (ids[t] < 0 || ids[t] >= table.rows())
+            fail("token id ", ids[t], " is outside the vocabulary [0, ", table.rows(), ")");
+        x.row(static_cast<Eigen::Index>(t)) = table.row(ids[t]);
+    }
+    return x;
+}
+
+}  // namespace glass

@@ -1,0 +1,195 @@
+// glass/sampling.hpp — journey step 7: logits -> the next token.
+//
+// In:  logits [vocab] (one score per token, any real numbers); sampling parameters; a seeded RNG.
+// Out: one token id.
+//
+// The pipeline, each stage optional:
+//   greedy (temperature 0): the id with the largest logit, lowest id on a tie.
+//   temperature T:  p = softmax(logits / T). T < 1 sharpens, T = 1 leaves the model's
+//                   distribution as is, T > 1 flattens it.
+//   top-k:          keep the k most probable tokens.
+//   min-p:          keep tokens with p >= min_p · p_max.
+//   top-p (nucleus):keep the smallest most-probable set whose probability exceeds top_p
+//                   (the token that crosses it is kept); top_p = 1 keeps everything.
+//   Each truncation renormalizes what it keeps; then one uniform draw picks a token.
+//
+// With only temperature and top-p set, this reproduces llama2.c's sampler draw for draw
+// (its xorshift64* generator, its fp32 softmax, its nucleus rule with the (1-p)/(n-1) cutoff
+// and stable descending sort), so a seed gives the same story as run.c.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "glass/errors.hpp"
+
+namespace glass {
+
+// llama2.c's random number generator: xorshift64* (Marsaglia / Vigna).
+class Llama2cRng {
+public:
+    explicit Llama2cRng(std::uint64_t seed) : state_(seed) {}
+    std::uint32_t next_u32() {
+        state_ ^= state_ >> 12;
+        state_ ^= state_ << 25;
+        state_ ^= state_ >> 27;
+        return static_cast<std::uint32_t>((state_ * 0x2545F4914F6CDD1Dull) >> 32);
+    }
+    float next_f32() { return static_cast<float>(next_u32() >> 8) / 16777216.0f; }  // [0, 1)
+    std::uint64_t state() const { return state_; }
+
+private:
+    std::uint64_t state_;
+};
+
+struct SamplingParams {
+    float temperature = 1.0f;  // 0 = greedy
+    float top_p = 1.0f;        // (0, 1]; 1 = no nucleus truncation
+    int top_k = 0;             // 0 = off
+    float min_p = 0.0f;        // [0, 1]; 0 = off
+};
+
+inline void validate(const SamplingParams& p) {
+    if (!std::isfinite(p.temperature) || p.temperature < 0.0f)
+        fail("temperature must be a finite number >= 0, got ", p.temperature);
+    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) fail("top-p must be in (0, 1], got ", p.top_p);
+    if (p.top_k < 0) fail("top-k must be >= 0 (0 = off), got ", p.top_k);
+    if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) fail("min-p must be in [0, 1], got ", p.min_p);
+}
+
+inline void check_finite(std::span<const float> logits) {
+    for (size_t i = 0; i < logits.size(); ++i)
+        if (!std::isfinite(logits[i]))
+            fail("logit of token ", i, " is ", logits[i], ": the model produced a non-finite value");
+}
+
+// Greedy: first index of the maximum.
+inline int sample_argmax(std::span<const float> logits) {
+    int best = 0;
+    for (int i = 1; i < static_cast<int>(logits.size()); ++i)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+// p_i = exp(l_i/T - max) / Σ, in fp32 with a sequential sum (llama2.c's order of operations).
+inline std::vector<float> probabilities(std::span<const float> logits, float temperature) {
+    std::vector<float> p(logits.begin(), logits.end());
+    for (float& x : p) x /= temperature;
+    float max_value = p[0];
+    for (float x : p) max_value = std::max(max_value, x);
+    float sum = 0.0f;
+    for (float& x : p) {
+        x = std::exp(x - max_value);
+        sum += x;
+    }
+    for (float& x : p) x /= sum;
+    return p;
+}
+
+struct Candidate {
+    int id;
+    float p;
+};
+
+// Tokens sorted by probability, largest first; equal probabilities keep id order.
+inline std::vector<Candidate> sorted_candidates(std::span<const float> probs) {
+    std::vector<Candidate> c(probs.size());
+    for (size_t i = 0; i < probs.size(); ++i) c[i] = {static_cast<int>(i), probs[i]};
+    std::stable_sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.p > b.p; });
+    return c;
+}
+
+inline void renormalize(std::vector<Candidate>& c) {
+    float sum = 0.0f;
+    for (const Candidate& x : c) sum += x.p;
+    for (Candidate& x : c) x.p /= sum;
+}
+
+// Keep the k most probable (c sorted descending).
+inline void keep_top_k(std::vector<Candidate>& c, int k) {
+    if (k > 0 && static_cast<size_t>(k) < c.size()) {
+        c.resize(static_cast<size_t>(k));
+        renormalize(c);
+    }
+}
+
+// Keep tokens at least min_p times as probable as the most probable one.
+inline void keep_min_p(std::vector<Candidate>& c, float min_p) {
+    if (min_p <= 0.0f || c.empty()) return;
+    const float threshold = min_p * c.front().p;
+    size_t n = 0;
+    while (n < c.size() && c[n].p >= threshold) ++n;
+    if (n < c.size()) {
+        c.resize(n);
+        renormalize(c);
+    }
+}
+
+// Nucleus: the shortest prefix whose probability exceeds top_p (c sorted descending).
+// Tokens below (1 - top_p)/(n - 1) can never be needed (together they hold less than 1 - top_p),
+// so they are dropped first — llama2.c's shortcut, kept so results match it exactly. If fp32
+// rounding means the running sum never exceeds top_p, everything above the cutoff is kept.
+inline void keep_top_p(std::vector<Candidate>& c, float top_p) {
+    if (top_p >= 1.0f || c.size() < 2) return;
+    const float cutoff = (1.0f - top_p) / static_cast<float>(c.size() - 1);
+    size_t n = 0;
+    while (n < c.size() && c[n].p >= cutoff) ++n;
+    size_t keep = n;
+    float cumulative = 0.0f;
+    for (size_t i = 0; i < n; ++i) {
+        cumulative += c[i].p;
+        if (cumulative > top_p) {
+            keep = i + 1;
+            break;
+        }
+    }
+    c.resize(std::max<size_t>(keep, 1));
+}
+
+// Walk the cumulative distribution of `c` (in its order) to where the draw `coin` in [0,1)
+// lands; `coin` is scaled by the kept mass, so no explicit renormalization is needed.
+inline int draw(const std::vector<Candidate>& c, float coin) {
+    float mass = 0.0f;
+    for (const Candidate& x : c) mass += x.p;
+    const float r = coin * mass;
+    float cdf = 0.0f;
+    for (const Candidate& x : c) {
+        cdf += x.p;
+        if (r < cdf) return x.id;
+    }
+    return c.back().id;  // rounding: r landed past the last cdf value
+}
+
+// Multinomial draw over all tokens in id order (no truncation), exactly as llama2.c.
+inline int draw_in_id_order(std::span<const float> probs, float coin) {
+    float cdf = 0.0f;
+    for (size_t i = 0; i < probs.size(); ++i) {
+        cdf += probs[i];
+        if (coin < cdf) return static_cast<int>(i);
+    }
+    return static_cast<int>(probs.size()) - 1;
+}
+
+// The whole pipeline. Draws exactly one number from rng unless greedy (like llama2.c).
+inline int sample(std::span<const float> logits, const SamplingParams& params, Llama2cRng& rng) {
+    validate(params);
+    if (logits.empty()) fail("cannot sample from an empty vocabulary");
+    check_finite(logits);
+    if (params.temperature == 0.0f) return sample_argmax(logits);
+
+    const std::vector<float> probs = probabilities(logits, params.temperature);
+    const float coin = rng.next_f32();
+    if (params.top_k == 0 && params.min_p == 0.0f && params.top_p >= 1.0f)
+        return draw_in_id_order(probs, coin);
+
+    std::vector<Candidate> c = sorted_candidates(probs);
+    keep_top_k(c, params.top_k);
+    keep_min_p(c, params.min_p);
+    keep_top_p(c, params.top_p);
+    return draw(c, coin);
+}
+
+}  // namespace glass

@@ -1,0 +1,32 @@
+// glass/session.hpp — the interface the generate loop drives, whatever computes the model.
+//
+// A Session is one sequence being generated: a model plus its KV cache, on some backend.
+// The CPU reference (transformer.hpp, CpuSession) implements it; a GPU backend implements the
+// same calls, so sampling, stopping, streaming and metrics (generate.hpp) are written once.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "glass/config.hpp"
+
+namespace glass {
+
+class Session {
+public:
+    virtual ~Session() = default;
+    virtual const ModelConfig& config() const = 0;
+    // Positions already in the KV cache: the position the next token will occupy.
+    virtual int position() const = 0;
+    // Forget the sequence (the cache is kept allocated).
+    virtual void reset() = 0;
+    // All of `ids` in one pass (matrix–matrix); returns the last position's logits [vocab].
+    virtual std::span<const float> prefill(std::span<const int> ids) = 0;
+    // One new position (matrix–vector, attention over the cache); returns its logits [vocab].
+    virtual std::span<const float> decode(int id) = 0;
+    // Bytes of K/V currently cached, and weight bytes read per decoded token.
+    virtual std::int64_t kv_bytes_used() const = 0;
+    virtual std::int64_t weight_bytes() const = 0;
+};
+
+}  // namespace glass

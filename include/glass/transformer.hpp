@@ -1,0 +1,114 @@
+// glass/transformer.hpp — journey steps 4–8 assembled: the model forward pass.
+//
+// In:  n new token ids, at positions start_pos .. start_pos+n-1 (start_pos = what the KV cache
+//      already holds).
+// Out: logits [vocab] for the last of those positions; the cache now also holds their K/V.
+//
+//   x = embedding rows of the ids                          [n, dim]
+//   for each layer:
+//     xn = rmsnorm(x)                                      [n, dim]
+//     q = xn Wqᵀ, k = xn Wkᵀ, v = xn Wvᵀ                   [n, dim], [n, kv_dim], [n, kv_dim]
+//     rotate q and k by their positions (RoPE)
+//     append k, v to this layer's cache                    rows start_pos .. start_pos+n-1
+//     x += causal_attention(q, cached K, cached V) Woᵀ     residual connection
+//     x += swiglu_mlp(rmsnorm(x))                          residual connection
+//   h = rmsnorm(x[last])                                   [dim]
+//   logits = classifier h                                  [vocab]
+//
+// Prefill calls this once with the whole prompt: each weight is used in one matrix–matrix
+// product over [n_prompt, dim], and attention covers the whole causal block. Decode calls it
+// with one id: every product becomes matrix–vector, and attention reads the cache.
+#pragma once
+
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include "glass/attention.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/embedding.hpp"
+#include "glass/kv_cache.hpp"
+#include "glass/mlp.hpp"
+#include "glass/rmsnorm.hpp"
+#include "glass/rope.hpp"
+#include "glass/session.hpp"
+
+namespace glass {
+
+// One transformer block over n positions; updates x [n, dim] in place and the layer's cache.
+inline void transformer_block(const ModelConfig& c, const LayerWeights& w, int layer,
+                              RowMatrix& x, KVCache& cache) {
+    const int start_pos = cache.length();
+    const int n = static_cast<int>(x.rows());
+
+    // Attention half.
+    const RowMatrix xn = rmsnorm(x, w.rms_att, c.norm_eps);
+    RowMatrix q = xn * w.wq.transpose();  // [n, n_heads * head_dim]
+    RowMatrix k = xn * w.wk.transpose();  // [n, n_kv_heads * head_dim]
+    RowMatrix v = xn * w.wv.transpose();  // [n, n_kv_heads * head_dim]
+    apply_rope(q, c.n_heads, c.head_dim(), start_pos, c.rope_theta, c.rope_layout);
+    apply_rope(k, c.n_kv_heads, c.head_dim(), start_pos, c.rope_theta, c.rope_layout);
+    cache.write(layer, start_pos, k, v);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    const RowMatrix att = causal_attention(q, cache.keys(layer, start_pos + n),
+                                           cache.values(layer, start_pos + n), start_pos,
+                                           {c.n_heads, c.n_kv_heads, c.head_dim()}, scale);
+    x += att * w.wo.transpose();
+
+    // MLP half.
+    x += swiglu_mlp(rmsnorm(x, w.rms_ffn, c.norm_eps), w.w1, w.w2, w.w3);
+}
+
+// Runs ids through every layer; returns the last position's logits [vocab].
+inline std::vector<float> transformer_forward(const Model& m, KVCache& cache,
+                                              std::span<const int> ids) {
+    const ModelConfig& c = m.config;
+    if (ids.empty()) fail("forward pass needs at least one token");
+    if (cache.length() + static_cast<std::int64_t>(ids.size()) > c.seq_len)
+        fail(cache.length() == 0 ? "prompt of " : "sequence of ",
+             cache.length() + static_cast<std::int64_t>(ids.size()),
+             " tokens is longer than the context window of ", c.seq_len);
+
+    RowMatrix x = embed_tokens(m.embedding_table(), ids);  // [n, dim]
+    for (int l = 0; l < c.n_layers; ++l) transformer_block(c, m.layers[l], l, x, cache);
+    cache.advance(static_cast<int>(ids.size()));
+
+    const RowMatrix last = x.bottomRows(1);
+    const RowMatrix h = rmsnorm(last, m.final_norm(), c.norm_eps);  // [1, dim]
+    std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+    Eigen::Map<Eigen::RowVectorXf>(logits.data(), c.vocab_size) =
+        h * m.output_classifier().transpose();  // [1, vocab]
+    return logits;
+}
+
+// The CPU backend: one model, one sequence, one KV cache.
+class CpuSession : public Session {
+public:
+    explicit CpuSession(const Model& model) : model_(model), cache_(model.config) {}
+
+    const ModelConfig& config() const override { return model_.config; }
+    int position() const override { return cache_.length(); }
+    void reset() override { cache_.clear(); }
+    std::int64_t kv_bytes_used() const override { return cache_.bytes_used(model_.config); }
+    std::int64_t weight_bytes() const override { return model_.weight_bytes; }
+
+    std::span<const float> prefill(std::span<const int> ids) override {
+        logits_ = transformer_forward(model_, cache_, ids);
+        return logits_;
+    }
+    std::span<const float> decode(int id) override {
+        const int one[1] = {id};
+        logits_ = transformer_forward(model_, cache_, one);
+        return logits_;
+    }
+
+    const KVCache& cache() const { return cache_; }
+    const Model& model() const { return model_; }
+
+private:
+    const Model& model_;
+    KVCache cache_;
+    std::vector<float> logits_;
+};
+
+}  // namespace glass

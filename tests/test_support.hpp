@@ -1,0 +1,81 @@
+// Helpers shared by the tests: where files are, reading the goldens, running programs.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "glass/glass.hpp"
+
+namespace test {
+
+inline std::string shared_dir() { return GLASS_SHARED_DIR; }
+inline std::string models_dir() { return GLASS_MODELS_DIR; }
+inline std::string bin_dir() { return GLASS_BIN_DIR; }
+inline std::string shipped_model() { return models_dir() + "/stories260K.bin"; }
+inline std::string shipped_tokenizer() { return models_dir() + "/tok512.bin"; }
+inline std::string golden(const std::string& name) { return shared_dir() + "/goldens/" + name; }
+
+// Every line of a JSON Lines file. Fails the test (not silently empty) if the file is missing.
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+    std::ifstream in(path);
+    REQUIRE_MESSAGE(in.good(), "missing ground-truth file " << path);
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+    REQUIRE_MESSAGE(!rows.empty(), "empty ground-truth file " << path);
+    return rows;
+}
+
+// The shipped model, loaded once for all tests.
+inline const glass::Model& shipped() {
+    static const glass::Model model = glass::load_llama2c_checkpoint(shipped_model());
+    return model;
+}
+inline const glass::Llama2cTokenizer& shipped_tok() {
+    static const glass::Llama2cTokenizer tok = glass::Llama2cTokenizer::load(shipped_tokenizer(), 512);
+    return tok;
+}
+
+struct Run {
+    int exit_code = -1;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+// Runs a shell command; captures stdout and stderr separately.
+inline Run run(const std::string& command) {
+    static int counter = 0;
+    const std::string err_path = "/tmp/glass_test_stderr_" + std::to_string(::getpid()) + "_" +
+                                 std::to_string(counter++);
+    Run r;
+    FILE* pipe = ::popen((command + " 2>" + err_path).c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::array<char, 4096> buf{};
+    size_t n = 0;
+    while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+    const int status = ::pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream err(err_path);
+    r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+    std::remove(err_path.c_str());
+    return r;
+}
+
+// Single-quotes a string for the shell.
+inline std::string sh(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+inline std::vector<int> ids_of(const nlohmann::json& j) { return j.get<std::vector<int>>(); }
+
+}  // namespace test
