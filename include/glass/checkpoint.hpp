@@ -100,7 +100,13 @@ inline ModelConfig parse_llama2c_header(const std::int32_t h[7]) {
     c.n_heads = h[3];
     c.n_kv_heads = h[4];
     c.shared_classifier = h[5] > 0;
-    c.vocab_size = h[5] == INT32_MIN ? 0 : (h[5] > 0 ? h[5] : -h[5]);
+    // A negative vocab_size flags a separate classifier; check its magnitude in 64 bits so that
+    // INT32_MIN is reported as itself, not as a wrapped-around value.
+    const std::int64_t vocab_magnitude = h[5] < 0 ? -static_cast<std::int64_t>(h[5]) : h[5];
+    if (vocab_magnitude < 1 || vocab_magnitude > (1 << 22))
+        fail("checkpoint header: vocab_size = ", h[5], " is outside [1, ", 1 << 22,
+             "] (negative means a separate classifier)");
+    c.vocab_size = static_cast<int>(vocab_magnitude);
     c.seq_len = h[6];
     auto check_range = [](const char* name, std::int64_t v, std::int64_t hi) {
         if (v < 1 || v > hi) fail("checkpoint header: ", name, " = ", v, " is outside [1, ", hi, "]");
@@ -110,7 +116,6 @@ inline ModelConfig parse_llama2c_header(const std::int32_t h[7]) {
     check_range("n_layers", c.n_layers, 1024);
     check_range("n_heads", c.n_heads, 1024);
     check_range("n_kv_heads", c.n_kv_heads, 1024);
-    check_range("vocab_size", c.vocab_size, 1 << 22);
     check_range("seq_len", c.seq_len, 1 << 22);
     if (c.dim % c.n_heads != 0)
         fail("checkpoint header: dim ", c.dim, " is not divisible by n_heads ", c.n_heads);

@@ -31,6 +31,7 @@ public:
 
     // Store k, v [n_new, kv_dim] for positions start_pos .. start_pos + n_new - 1 of one layer.
     void write(int layer, int start_pos, const RowMatrix& k, const RowMatrix& v) {
+        check(layer, 0);
         if (start_pos != length_)
             fail("KV cache: writing position ", start_pos, " but the cache holds ", length_,
                  " positions (the next must be ", length_, ")");
@@ -45,8 +46,8 @@ public:
     void advance(int n_new) { length_ += n_new; }
 
     // Rows 0 .. n-1 of one layer: [n, kv_dim].
-    auto keys(int layer, int n) const { return keys_[layer].topRows(n); }
-    auto values(int layer, int n) const { return values_[layer].topRows(n); }
+    auto keys(int layer, int n) const { return keys_[check(layer, n)].topRows(n); }
+    auto values(int layer, int n) const { return values_[check(layer, n)].topRows(n); }
 
     void clear() { length_ = 0; }
 
@@ -59,6 +60,13 @@ public:
     }
 
 private:
+    size_t check(int layer, int n) const {
+        if (layer < 0 || layer >= static_cast<int>(keys_.size()) || n < 0 || n > capacity_)
+            fail("KV cache: rows 0..", n - 1, " of layer ", layer, " are outside [", keys_.size(),
+                 " layers, ", capacity_, " positions]");
+        return static_cast<size_t>(layer);
+    }
+
     std::vector<RowMatrix> keys_;    // [layer] -> [seq_len, kv_dim]
     std::vector<RowMatrix> values_;  // [layer] -> [seq_len, kv_dim]
     int capacity_ = 0;

@@ -76,6 +76,8 @@ inline int sample_argmax(std::span<const float> logits) {
 
 // p_i = exp(l_i/T - max) / Σ, in fp32 with a sequential sum (llama2.c's order of operations).
 inline std::vector<float> probabilities(std::span<const float> logits, float temperature) {
+    if (!(temperature > 0.0f) || logits.empty())
+        fail("probabilities need a temperature > 0 (0 means greedy: use sample_argmax), got ", temperature);
     std::vector<float> p(logits.begin(), logits.end());
     for (float& x : p) x /= temperature;
     float max_value = p[0];
@@ -129,6 +131,8 @@ inline void keep_min_p(std::vector<Candidate>& c, float min_p) {
 }
 
 // Nucleus: the shortest prefix whose probability exceeds top_p (c sorted descending).
+// "Exceeds" (>), not "reaches" (>=): that is llama2.c's rule, and matching it draw for draw matters
+// more than the difference, which only shows when a running sum lands exactly on top_p.
 // Tokens below (1 - top_p)/(n - 1) can never be needed (together they hold less than 1 - top_p),
 // so they are dropped first — llama2.c's shortcut, kept so results match it exactly. If fp32
 // rounding means the running sum never exceeds top_p, everything above the cutoff is kept.

@@ -20,6 +20,7 @@
 // space of the first piece (the dummy prefix) is dropped.
 #pragma once
 
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -57,7 +58,7 @@ public:
     // must hold exactly that many pieces (the model's vocabulary).
     static Llama2cTokenizer load(const std::string& path, int expected_vocab_size = -1) {
         std::ifstream in(path, std::ios::binary);
-        if (!in) fail("cannot open tokenizer file '", path, "'");
+        if (!in) fail("cannot open tokenizer file '", path, "': ", std::strerror(errno));
         std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         try {
             return parse(bytes, expected_vocab_size);
@@ -76,7 +77,8 @@ public:
             return true;
         };
         std::int32_t max_len = 0;
-        if (!read_i32(max_len) || max_len < 1 || max_len > (1 << 16))
+        if (!read_i32(max_len)) fail("file is ", bytes.size(), " bytes: too short for the 4-byte header");
+        if (max_len < 1 || max_len > (1 << 16))
             fail("bad max_token_length header ", max_len, " (expected 1..65536)");
         while (at < bytes.size()) {
             const int id = static_cast<int>(t.pieces_.size());

@@ -1,0 +1,86 @@
+// 01_tokenize — journey step 1: text -> pieces -> integer ids (and back).
+//
+// In:  the sentence "What is the capital of France?" and two vocabularies:
+//        - tok512: the 512-piece vocabulary the shipped story model was trained with;
+//        - Llama 2's 32,000-piece vocabulary (../shared/models/tokenizer.bin, or argv[1]).
+// Out: for each vocabulary, the ids [n_tokens] (BOS first) and the piece each id stands for,
+//      then decode(ids), which must give the sentence back.
+//
+// The point to look at: the same text becomes very different id sequences. A big vocabulary has
+// whole words with their leading space (" capital"); a small one spells words out of fragments.
+// A model only understands the ids of the vocabulary it was trained with.
+//
+// Usage: 01_tokenize [path/to/llama2/tokenizer.bin]
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "glass/glass.hpp"
+
+// A piece between quotes, with newlines and other control bytes made visible.
+static std::string quoted(const std::string& piece) {
+    std::string out = "\"";
+    for (unsigned char c : piece) {
+        if (c == '\n') {
+            out += "\\n";
+        } else if (c < 0x20 || c == 0x7f) {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "\\x%02x", c);
+            out += hex;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out + "\"";
+}
+
+// Encode, show every (id, piece) pair, decode again. `name` prefixes every printed label.
+static void show(const char* name, const glass::Llama2cTokenizer& tok, const std::string& text) {
+    const std::vector<int> ids = tok.encode(text, /*add_bos=*/true, /*add_eos=*/false);
+
+    std::printf("%s vocabulary size: %d\n", name, tok.vocab_size());
+    std::printf("%s token count: %zu (BOS included)\n", name, ids.size());
+    std::printf("%s ids:", name);
+    for (int id : ids) std::printf(" %d", id);
+    std::printf("\n");
+
+    std::printf("  %5s  %6s  %s\n", "index", "id", "piece");
+    for (size_t i = 0; i < ids.size(); ++i)
+        std::printf("  %5zu  %6d  %s\n", i, ids[i], quoted(tok.piece(ids[i])).c_str());
+
+    // Decoding: concatenate the pieces; BOS adds nothing and the space that encode put in front
+    // of the first word (the "dummy prefix") is dropped again.
+    std::string decoded;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const int prev = i == 0 ? -1 : ids[i - 1];
+        if (ids[i] != tok.bos_id()) decoded += tok.decode(prev, ids[i]);
+    }
+    std::printf("%s decoded: %s\n", name, decoded.c_str());
+    std::printf("%s round trip: %s\n\n", name, decoded == text ? "yes" : "NO");
+}
+
+int main(int argc, char** argv) {
+    const std::string text = "What is the capital of France?";
+    std::printf("text: %s\n\n", text.c_str());
+
+    // 1. The shipped 512-piece vocabulary.
+    const std::string tok512_path = std::string(GLASS_MODELS_DIR) + "/tok512.bin";
+    const glass::Llama2cTokenizer tok512 = glass::Llama2cTokenizer::load(tok512_path);
+    std::printf("tok512 file: %s\n", tok512_path.c_str());
+    show("tok512", tok512, text);
+
+    // 2. Llama 2's 32,000-piece vocabulary — not shipped with glass, so it may be absent.
+    const std::string llama2_path =
+        argc > 1 ? argv[1] : std::string(GLASS_SHARED_DIR) + "/models/tokenizer.bin";
+    if (!std::ifstream(llama2_path).good()) {
+        std::printf("llama2 file: %s\n", llama2_path.c_str());
+        std::printf("llama2 skipped: file not found (pass the path of Llama 2's tokenizer.bin, "
+                    "llama2.c format, as the first argument)\n");
+        return 0;
+    }
+    const glass::Llama2cTokenizer llama2 = glass::Llama2cTokenizer::load(llama2_path);
+    std::printf("llama2 file: %s\n", llama2_path.c_str());
+    show("llama2", llama2, text);
+    return 0;
+}

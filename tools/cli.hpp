@@ -1,0 +1,112 @@
+// tools/cli.hpp — what every `glass` subcommand shares: flag parsing, defaults, output helpers.
+#pragma once
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace cli {
+
+inline const std::string kDefaultModel = std::string(GLASS_MODELS_DIR) + "/stories260K.bin";
+inline const std::string kDefaultTokenizer = std::string(GLASS_MODELS_DIR) + "/tok512.bin";
+
+// Bad usage (unknown flag, missing value): exit status 2. Bad input (glass::Error): status 1.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// A tiny flag parser: every flag is declared with whether it takes a value; anything else is an
+// error that names the flag.
+class Flags {
+public:
+    Flags(std::string command, std::map<std::string, bool> takes_value)
+        : command_(std::move(command)), takes_value_(std::move(takes_value)) {}
+
+    void parse(int argc, char** argv, int first) {
+        bool only_positional = false;
+        for (int i = first; i < argc; ++i) {
+            std::string arg = argv[i];
+            if (only_positional || arg.empty() || arg[0] != '-' || arg == "-") {
+                positional_.push_back(arg);
+                continue;
+            }
+            if (arg == "--") {
+                only_positional = true;
+                continue;
+            }
+            auto it = takes_value_.find(arg);
+            if (it == takes_value_.end())
+                throw UsageError("unknown flag '" + arg + "' for glass " + command_ + " (see glass --help)");
+            if (it->second) {
+                if (i + 1 >= argc) throw UsageError("flag " + arg + " needs a value");
+                values_[arg].push_back(argv[++i]);
+            } else {
+                values_[arg].push_back("");
+            }
+        }
+    }
+
+    bool has(const std::string& f) const { return values_.count(f) > 0; }
+    std::string get(const std::string& f, const std::string& fallback) const {
+        return has(f) ? values_.at(f).back() : fallback;
+    }
+    std::vector<std::string> all(const std::string& f) const {
+        return has(f) ? values_.at(f) : std::vector<std::string>{};
+    }
+    const std::vector<std::string>& positional() const { return positional_; }
+
+    template <typename T>
+    std::optional<T> number(const std::string& f) const {
+        if (!has(f)) return std::nullopt;
+        const std::string& s = values_.at(f).back();
+        T v{};
+        const char* end = s.data() + s.size();
+        auto [ptr, ec] = std::from_chars(s.data(), end, v);
+        if (ec != std::errc() || ptr != end || s.empty())
+            throw UsageError("invalid value '" + s + "' for " + f);
+        return v;
+    }
+
+private:
+    std::string command_;
+    std::map<std::string, bool> takes_value_;
+    std::map<std::string, std::vector<std::string>> values_;
+    std::vector<std::string> positional_;
+};
+
+// A piece shown between quotes with non-printable bytes escaped.
+inline std::string quoted(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c == '"' || c == '\\') { out += '\\'; out += static_cast<char>(c); }
+        else if (c < 0x20 || c == 0x7f) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
+        else out += static_cast<char>(c);
+    }
+    return out + "\"";
+}
+
+// A float parameter as the decimal the user typed (0.9, not 0.8999999761581421).
+inline double as_decimal(float x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.7g", static_cast<double>(x));
+    return std::strtod(buf, nullptr);
+}
+
+inline nlohmann::json::string_t dump(const nlohmann::json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// The subcommands (one file each: tools/cmd_NAME.cpp). argv[1] is the command name.
+int cmd_generate(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+
+}  // namespace cli

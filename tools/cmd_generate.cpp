@@ -1,0 +1,106 @@
+// glass generate — the main job: prompt in, streamed text and timings out.
+#include <chrono>
+#include <iostream>
+
+#include "cli.hpp"
+#include "glass/glass.hpp"
+
+namespace cli {
+
+int cmd_generate(int argc, char** argv) {
+    Flags flags("generate", {{"-m", true}, {"-t", true}, {"-p", true}, {"-n", true},
+                             {"--max-new-tokens", true}, {"--temperature", true}, {"--top-p", true},
+                             {"--top-k", true}, {"--min-p", true}, {"--seed", true},
+                             {"--stop", true}, {"--json", false}, {"--roofline", false}});
+    flags.parse(argc, argv, 2);
+    if (!flags.positional().empty())
+        throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
+    if (!flags.has("-p")) throw UsageError("glass generate needs a prompt: -p PROMPT");
+    if (flags.has("-n") && flags.has("--max-new-tokens"))
+        throw UsageError("give -n STEPS or --max-new-tokens N, not both");
+
+    glass::GenerateOptions options;
+    options.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
+    options.sampling.top_p = flags.number<float>("--top-p").value_or(0.9f);
+    options.sampling.top_k = flags.number<int>("--top-k").value_or(0);
+    options.sampling.min_p = flags.number<float>("--min-p").value_or(0.0f);
+    glass::validate(options.sampling);
+    options.seed = flags.number<std::uint64_t>("--seed").value_or(
+        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
+    options.stop_strings = flags.all("--stop");
+    const auto steps = flags.number<int>("-n");
+    const auto max_new = flags.number<int>("--max-new-tokens");
+    if (steps && *steps <= 0) throw UsageError("-n (steps) must be > 0, got " + std::to_string(*steps));
+    if (max_new && *max_new <= 0)
+        throw UsageError("--max-new-tokens must be > 0, got " + std::to_string(*max_new));
+
+    const glass::Model model = glass::load_llama2c_checkpoint(flags.get("-m", kDefaultModel));
+    const std::string tok_path = flags.get("-t", kDefaultTokenizer);
+    const auto tok = glass::Llama2cTokenizer::load(tok_path, model.config.vocab_size);
+    const std::string prompt = flags.get("-p", "");
+    const int n_prompt = static_cast<int>(tok.encode(prompt, true, false).size());
+    if (n_prompt > model.config.seq_len)  // before anything is printed
+        glass::fail("prompt of ", n_prompt, " tokens is longer than the context window of ",
+                    model.config.seq_len);
+    options.max_new_tokens = max_new ? *max_new : glass::new_tokens_for_steps(steps.value_or(256), n_prompt);
+    if (options.max_new_tokens == 0)
+        std::fprintf(stderr, "glass: -n %d leaves no room to generate after a %d-token prompt\n",
+                     steps.value_or(256), n_prompt);
+
+    glass::CpuSession session(model);
+    std::cout << glass::utf8::sanitize(prompt) << std::flush;
+    const glass::GenerateResult r = glass::generate(session, tok, prompt, options, [](std::string_view text) {
+        std::cout << text << std::flush;
+    });
+    std::cout << "\n";
+
+    const glass::GenerationMetrics& m = r.metrics;
+    std::fprintf(stderr,
+                 "[%d prompt tokens, %d generated, stop: %s] TTFT %.2f ms | TPOT %.3f ms | "
+                 "%.1f tokens/s decode | %.1f tokens/s end to end\n",
+                 m.prompt_tokens, m.generated_tokens, glass::to_string(r.stop_reason), m.ttft_ms,
+                 m.tpot_ms, m.decode_tokens_per_s, m.tokens_per_s);
+    double bandwidth_bound = 0;
+    if (flags.has("--roofline")) {
+        // C7: each decoded token reads every weight once (plus the cache so far).
+        const double bandwidth = glass::measure_read_bandwidth();
+        const double bytes = static_cast<double>(m.weight_bytes_per_token) +
+                             static_cast<double>(m.kv_bytes_per_token) * (m.prompt_tokens + m.generated_tokens);
+        bandwidth_bound = glass::bandwidth_bound_tokens_per_s(bytes, bandwidth);
+        std::fprintf(stderr,
+                     "[roofline] %.2f MB read per token at %.1f GB/s measured read bandwidth -> "
+                     "decode limit %.0f tokens/s; achieved %.0f%% of it%s\n",
+                     bytes / 1e6, bandwidth / 1e9, bandwidth_bound,
+                     100.0 * m.decode_tokens_per_s / bandwidth_bound,
+                     bytes < 8e6 ? " (these weights fit in CPU cache, so DRAM is not the limit here)" : "");
+    }
+    if (flags.has("--json")) {
+        nlohmann::json j = {
+            {"prompt", prompt},
+            {"prompt_ids", r.prompt_ids},
+            {"generated_ids", r.generated_ids},
+            {"text", r.text},
+            {"full_text", glass::utf8::sanitize(prompt) + r.text},
+            {"stop_reason", glass::to_string(r.stop_reason)},
+            {"seed", options.seed},
+            {"temperature", as_decimal(options.sampling.temperature)},
+            {"top_p", as_decimal(options.sampling.top_p)},
+            {"top_k", options.sampling.top_k},
+            {"min_p", as_decimal(options.sampling.min_p)},
+            {"prompt_tokens", m.prompt_tokens},
+            {"generated_tokens", m.generated_tokens},
+            {"ttft_ms", m.ttft_ms},
+            {"tpot_ms", m.tpot_ms},
+            {"tokens_per_s", m.tokens_per_s},
+            {"decode_tokens_per_s", m.decode_tokens_per_s},
+            {"prefill_tokens_per_s", m.prefill_tokens_per_s},
+            {"kv_bytes_per_token", m.kv_bytes_per_token},
+            {"weight_bytes_per_token", m.weight_bytes_per_token},
+        };
+        if (bandwidth_bound > 0) j["bandwidth_bound_tokens_per_s"] = bandwidth_bound;
+        std::cout << dump(j) << "\n";
+    }
+    return 0;
+}
+
+}  // namespace cli
