@@ -52,7 +52,7 @@ int cmd_generate(int argc, char** argv) {
     const glass::GenerateResult r = glass::generate(session, tok, prompt, options, [](std::string_view text) {
         std::cout << text << std::flush;
     });
-    std::cout << "\n";
+    std::cout << "\n" << std::flush;  // the story first, then the timings on stderr
 
     const glass::GenerationMetrics& m = r.metrics;
     std::fprintf(stderr,
