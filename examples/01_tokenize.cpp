@@ -2,7 +2,9 @@
 //
 // In:  the sentence "What is the capital of France?" and two vocabularies:
 //        - tok512: the 512-piece vocabulary the shipped story model was trained with;
-//        - Llama 2's 32,000-piece vocabulary (../shared/models/tokenizer.bin, or argv[1]).
+//        - Llama 2's 32,000-piece vocabulary (../shared/models/tokenizer.bin, or argv[1]);
+//        - GPT-4's cl100k_base, a 100,256-token byte-level vocabulary (tiktoken file in
+//          ../shared/tokenizers/tiktoken/), when present.
 // Out: for each vocabulary, the ids [n_tokens] (BOS first) and the piece each id stands for,
 //      then decode(ids), which must give the sentence back.
 //
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "glass/glass.hpp"
+#include "glass/tiktoken_loader.hpp"
 
 // A piece between quotes, with newlines and other control bytes made visible.
 static std::string quoted(const std::string& piece) {
@@ -60,6 +63,22 @@ static void show(const char* name, const glass::Llama2cTokenizer& tok, const std
     std::printf("%s round trip: %s\n\n", name, decoded == text ? "yes" : "NO");
 }
 
+// Byte-level BPE (GPT-4's cl100k): no BOS, no dummy prefix; each token is a run of raw bytes.
+static void show_byte_level(const char* name, const glass::ByteLevelBpe& tok, const std::string& text) {
+    const std::vector<int> ids = tok.encode(text, /*add_bos=*/false, /*add_eos=*/false);
+    std::printf("%s vocabulary size: %d\n", name, tok.vocab_size());
+    std::printf("%s token count: %zu\n", name, ids.size());
+    std::printf("%s ids:", name);
+    for (int id : ids) std::printf(" %d", id);
+    std::printf("\n");
+    std::printf("  %5s  %6s  %s\n", "index", "id", "piece");
+    for (size_t i = 0; i < ids.size(); ++i)
+        std::printf("  %5zu  %6d  %s\n", i, ids[i], quoted(tok.piece(ids[i])).c_str());
+    const std::string decoded = tok.decode_all(ids);
+    std::printf("%s decoded: %s\n", name, decoded.c_str());
+    std::printf("%s round trip: %s\n\n", name, decoded == text ? "yes" : "NO");
+}
+
 int main(int argc, char** argv) {
     const std::string text = "What is the capital of France?";
     std::printf("text: %s\n\n", text.c_str());
@@ -70,7 +89,17 @@ int main(int argc, char** argv) {
     std::printf("tok512 file: %s\n", tok512_path.c_str());
     show("tok512", tok512, text);
 
-    // 2. Llama 2's 32,000-piece vocabulary — not shipped with glass, so it may be absent.
+    // 2. GPT-4's cl100k_base: the split regex cuts " capital" off as a word, and the whole word
+    //    is one token. (Not shipped with glass either.)
+    const std::string cl100k_path = std::string(GLASS_SHARED_DIR) + "/tokenizers/tiktoken/cl100k_base.tiktoken";
+    std::printf("cl100k file: %s\n", cl100k_path.c_str());
+    if (std::ifstream(cl100k_path).good()) {
+        show_byte_level("cl100k", glass::load_tiktoken(cl100k_path, "cl100k"), text);
+    } else {
+        std::printf("cl100k skipped: file not found\n\n");
+    }
+
+    // 3. Llama 2's 32,000-piece vocabulary — not shipped with glass, so it may be absent.
     const std::string llama2_path =
         argc > 1 ? argv[1] : std::string(GLASS_SHARED_DIR) + "/models/tokenizer.bin";
     if (!std::ifstream(llama2_path).good()) {

@@ -110,6 +110,20 @@ TEST_CASE("example 01_tokenize: ids are the tokenizer's, and Llama 2 splits C1's
     for (size_t i = 0; i < c1.size(); ++i) CHECK(llama2.piece(ids[i + 1]) == c1[i]);
 }
 
+TEST_CASE("example 01_tokenize: C1 with cl100k is 7 tokens") {
+    const std::string cl100k = test::shared_dir() + "/tokenizers/tiktoken/cl100k_base.tiktoken";
+    const test::Run r = run_example("01_tokenize");
+    if (!std::ifstream(cl100k).good()) {
+        MESSAGE("cl100k file not found at " << cl100k << "; only the skip note is checked");
+        CHECK(!lines_starting(r.out, "cl100k skipped").empty());
+        return;
+    }
+    // The ids tiktoken gives (issue 4's C1): What / is / the / capital / of / France / ?
+    CHECK(ints(value_of(r.out, "cl100k ids")) == std::vector<int>{3923, 374, 279, 6864, 315, 9822, 30});
+    CHECK(number(r.out, "cl100k token count") == 7);
+    CHECK(value_of(r.out, "cl100k round trip") == "yes");
+}
+
 TEST_CASE("example 01_tokenize: a missing Llama 2 file is a note, not a failure") {
     const test::Run r = run_example("01_tokenize", "/nonexistent/tokenizer.bin");
     CHECK(!lines_starting(r.out, "llama2 skipped").empty());

@@ -108,5 +108,8 @@ inline nlohmann::json::string_t dump(const nlohmann::json& j) {
 // The subcommands (one file each: tools/cmd_NAME.cpp). argv[1] is the command name.
 int cmd_generate(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_bench(int argc, char** argv);         // tools/cmd_bench.cpp (speed issue)
+int cmd_random_model(int argc, char** argv);  // tools/cmd_random_model.cpp
+int cmd_explain(int argc, char** argv);
 
 }  // namespace cli

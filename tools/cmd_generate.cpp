@@ -1,23 +1,56 @@
 // glass generate — the main job: prompt in, streamed text and timings out.
 #include <chrono>
 #include <iostream>
+#include <memory>
 
 #include "cli.hpp"
 #include "glass/glass.hpp"
+#ifdef GLASS_HAVE_CUDA
+#include "glass_cuda.hpp"
+#endif
 
 namespace cli {
+
+namespace {
+
+// --device cpu | cuda (--precision fp32 | fp16 | bf16 for the GPU's weights): the backend behind
+// the one generate loop.
+std::unique_ptr<glass::Session> make_session(const std::string& device, const glass::Model& model,
+                                             const std::string& precision) {
+    if (device == "cpu") return std::make_unique<glass::CpuSession>(model);
+#ifdef GLASS_HAVE_CUDA
+    glass::cuda::CudaOptions options;
+    options.weights = glass::cuda::weight_type_from_string(precision);
+    return std::make_unique<glass::cuda::CudaSession>(model, options);  // "no CUDA device: ..." if none
+#else
+    (void)precision;
+    glass::fail("--device cuda: this glass was built without CUDA (configured with GLASS_CUDA=OFF, "
+                "or no nvcc was found); install the CUDA toolkit and reconfigure, or use --device cpu");
+#endif
+}
+
+}  // namespace
 
 int cmd_generate(int argc, char** argv) {
     Flags flags("generate", {{"-m", true}, {"-t", true}, {"-p", true}, {"-n", true},
                              {"--max-new-tokens", true}, {"--temperature", true}, {"--top-p", true},
                              {"--top-k", true}, {"--min-p", true}, {"--seed", true},
-                             {"--stop", true}, {"--json", false}, {"--roofline", false}});
+                             {"--stop", true}, {"--json", false}, {"--roofline", false},
+                             {"--device", true}, {"--precision", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
     if (!flags.has("-p")) throw UsageError("glass generate needs a prompt: -p PROMPT");
     if (flags.has("-n") && flags.has("--max-new-tokens"))
         throw UsageError("give -n STEPS or --max-new-tokens N, not both");
+
+    const std::string device = flags.get("--device", "cpu");
+    if (device != "cpu" && device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + device + "'");
+    const std::string precision = flags.get("--precision", "fp32");
+    if (precision != "fp32" && precision != "fp16" && precision != "bf16")
+        throw UsageError("--precision must be fp32, fp16 or bf16, got '" + precision + "'");
+    if (flags.has("--precision") && device != "cuda")
+        throw UsageError("--precision applies to --device cuda (the CPU reference is fp32)");
 
     glass::GenerateOptions options;
     options.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
@@ -47,9 +80,9 @@ int cmd_generate(int argc, char** argv) {
         std::fprintf(stderr, "glass: -n %d leaves no room to generate after a %d-token prompt\n",
                      steps.value_or(256), n_prompt);
 
-    glass::CpuSession session(model);
+    const std::unique_ptr<glass::Session> session = make_session(device, model, precision);
     std::cout << glass::utf8::sanitize(prompt) << std::flush;
-    const glass::GenerateResult r = glass::generate(session, tok, prompt, options, [](std::string_view text) {
+    const glass::GenerateResult r = glass::generate(*session, tok, prompt, options, [](std::string_view text) {
         std::cout << text << std::flush;
     });
     std::cout << "\n" << std::flush;  // the story first, then the timings on stderr

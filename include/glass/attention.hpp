@@ -1,26 +1,29 @@
-// glass/attention.hpp — journey step 4: every position looks back at the ones before it.
-//
-// In:  q      [n_q, n_heads * head_dim]     queries of the positions being computed, already
-//                                           rotated; row i sits at position start_pos + i
-//      keys   [n_k, n_kv_heads * head_dim]  keys of positions 0 .. n_k-1 (from the KV cache),
-//      values [n_k, n_kv_heads * head_dim]  with n_k = start_pos + n_q
-// Out: [n_q, n_heads * head_dim]             each head's weighted sum of values, side by side
-//
-// For each query head h:
-//   scores  = Q_h K_g^T · scale            [n_q, n_k]   (scale = 1/√head_dim)
-//   causal mask: query i may see keys 0 .. start_pos + i; later keys get -inf
-//   weights = softmax over each row          [n_q, n_k]
-//   out_h   = weights V_g                    [n_q, head_dim]
-// Grouped-query attention: query head h reads KV head g = h / (n_heads / n_kv_heads), so
-// consecutive query heads share one K/V head ("repeat", not "tile"). n_kv_heads == n_heads is
-// plain multi-head attention; n_kv_heads == 1 is multi-query attention.
-//
-// The same function serves prefill (start_pos 0, n_q = prompt length), decode (n_q = 1, reads
-// the whole cache) and any chunk in between: the mask aligns to the bottom-right corner.
+/// \file
+/// \brief glass/attention.hpp — journey step 4: every position looks back at the ones before it.
+/// \verbatim
+/// In:  q      [n_q, n_heads * head_dim]     queries of the positions being computed, already
+///                                           rotated; row i sits at position start_pos + i
+///      keys   [n_k, n_kv_heads * head_dim]  keys of positions 0 .. n_k-1 (from the KV cache),
+///      values [n_k, n_kv_heads * head_dim]  with n_k = start_pos + n_q
+/// Out: [n_q, n_heads * head_dim]             each head's weighted sum of values, side by side
+///
+/// For each query head h:
+///   scores  = Q_h K_g^T · scale            [n_q, n_k]   (scale = 1/√head_dim)
+///   causal mask: query i may see keys 0 .. start_pos + i; later keys get -inf
+///   weights = softmax over each row          [n_q, n_k]
+///   out_h   = weights V_g                    [n_q, head_dim]
+/// Grouped-query attention: query head h reads KV head g = h / (n_heads / n_kv_heads), so
+/// consecutive query heads share one K/V head ("repeat", not "tile"). n_kv_heads == n_heads is
+/// plain multi-head attention; n_kv_heads == 1 is multi-query attention.
+///
+/// The same function serves prefill (start_pos 0, n_q = prompt length), decode (n_q = 1, reads
+/// the whole cache) and any chunk in between: the mask aligns to the bottom-right corner.
+/// \endverbatim
 #pragma once
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "glass/errors.hpp"
 #include "glass/softmax.hpp"
@@ -52,9 +55,12 @@ RowMatrix attention_head(const Q& q_h, const K& k_g, const V& v_g, int start_pos
     return scores * v_g;  // [n_q, head_dim]
 }
 
+// All heads. When `head_weights_out` is given it receives each head's weights:
+// [n_heads] -> [n_q, n_k] (for explaining; see trace.hpp).
 inline RowMatrix causal_attention(const RowMatrix& q, const Eigen::Ref<const RowMatrix>& keys,
                                   const Eigen::Ref<const RowMatrix>& values, int start_pos,
-                                  const AttentionShape& s, float scale) {
+                                  const AttentionShape& s, float scale,
+                                  std::vector<RowMatrix>* head_weights_out = nullptr) {
     if (s.n_kv_heads < 1 || s.n_heads % s.n_kv_heads != 0)
         fail("attention: n_heads ", s.n_heads, " is not a multiple of n_kv_heads ", s.n_kv_heads);
     if (keys.rows() != start_pos + q.rows() || values.rows() != keys.rows())
@@ -63,11 +69,13 @@ inline RowMatrix causal_attention(const RowMatrix& q, const Eigen::Ref<const Row
     const int group = s.n_heads / s.n_kv_heads;  // query heads per KV head
     const int hd = s.head_dim;
     RowMatrix out(q.rows(), static_cast<Eigen::Index>(s.n_heads) * hd);
+    if (head_weights_out) head_weights_out->assign(static_cast<size_t>(s.n_heads), RowMatrix());
     for (int h = 0; h < s.n_heads; ++h) {
         const int g = h / group;  // the KV head this query head reads
         out.middleCols(h * hd, hd) =
             attention_head(q.middleCols(h * hd, hd), keys.middleCols(g * hd, hd),
-                           values.middleCols(g * hd, hd), start_pos, scale);
+                           values.middleCols(g * hd, hd), start_pos, scale,
+                           head_weights_out ? &(*head_weights_out)[static_cast<size_t>(h)] : nullptr);
     }
     return out;
 }

@@ -1,24 +1,26 @@
-// glass/checkpoint.hpp — journey step 0: get the trained weights into memory.
-//
-// In:  a llama2.c checkpoint file ("legacy" format, as exported by llama2.c and shipped in
-//      models/stories260K.bin).
-// Out: a Model: the ModelConfig plus read-only Eigen views of every weight, straight into the
-//      mmap'd file (no copy, no parsing of floats).
-//
-// File layout (all little-endian):
-//   7 × int32 header: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len
-//     (a negative vocab_size means the output classifier is stored separately at the end)
-//   fp32 arrays, in this order:
-//     token_embedding [vocab, dim]
-//     rms_att  [layers, dim]            wq [layers, dim, dim]      wk [layers, kv_dim, dim]
-//     wv [layers, kv_dim, dim]          wo [layers, dim, dim]      rms_ffn [layers, dim]
-//     w1 [layers, hidden, dim]          w2 [layers, dim, hidden]   w3 [layers, hidden, dim]
-//     rms_final [dim]
-//     2 × seq_len × head_dim/2 legacy RoPE tables (skipped: rope.hpp computes the angles)
-//     wcls [vocab, dim]                 (only when vocab_size was negative)
-//
-// The header is untrusted input: every size is range-checked, the total is computed without
-// overflow, and the file must be exactly as long as the header says.
+/// \file
+/// \brief glass/checkpoint.hpp — journey step 0: get the trained weights into memory.
+/// \verbatim
+/// In:  a llama2.c checkpoint file ("legacy" format, as exported by llama2.c and shipped in
+///      models/stories260K.bin).
+/// Out: a Model: the ModelConfig plus read-only Eigen views of every weight, straight into the
+///      mmap'd file (no copy, no parsing of floats).
+///
+/// File layout (all little-endian):
+///   7 × int32 header: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len
+///     (a negative vocab_size means the output classifier is stored separately at the end)
+///   fp32 arrays, in this order:
+///     token_embedding [vocab, dim]
+///     rms_att  [layers, dim]            wq [layers, dim, dim]      wk [layers, kv_dim, dim]
+///     wv [layers, kv_dim, dim]          wo [layers, dim, dim]      rms_ffn [layers, dim]
+///     w1 [layers, hidden, dim]          w2 [layers, dim, hidden]   w3 [layers, hidden, dim]
+///     rms_final [dim]
+///     2 × seq_len × head_dim/2 legacy RoPE tables (skipped: rope.hpp computes the angles)
+///     wcls [vocab, dim]                 (only when vocab_size was negative)
+///
+/// The header is untrusted input: every size is range-checked, the total is computed without
+/// overflow, and the file must be exactly as long as the header says.
+/// \endverbatim
 #pragma once
 
 #include <fcntl.h>
@@ -39,28 +41,28 @@
 
 namespace glass {
 
-// One transformer block's weights. Matrices are [out, in]: y = W x.
+/// One transformer block's weights. Matrices are [out, in]: y = W x.
 struct LayerWeights {
-    ConstVectorMap rms_att;  // [dim]            RMSNorm gain before attention
-    ConstMatrixMap wq;       // [dim, dim]        x -> queries (all heads side by side)
-    ConstMatrixMap wk;       // [kv_dim, dim]     x -> keys    (KV heads side by side)
-    ConstMatrixMap wv;       // [kv_dim, dim]     x -> values
-    ConstMatrixMap wo;       // [dim, dim]        concatenated heads -> residual stream
-    ConstVectorMap rms_ffn;  // [dim]            RMSNorm gain before the MLP
-    ConstMatrixMap w1;       // [hidden, dim]     gate projection
-    ConstMatrixMap w2;       // [dim, hidden]     down projection
-    ConstMatrixMap w3;       // [hidden, dim]     up projection
+    ConstVectorMap rms_att;  ///< [dim]            RMSNorm gain before attention
+    ConstMatrixMap wq;       ///< [dim, dim]        x -> queries (all heads side by side)
+    ConstMatrixMap wk;       ///< [kv_dim, dim]     x -> keys    (KV heads side by side)
+    ConstMatrixMap wv;       ///< [kv_dim, dim]     x -> values
+    ConstMatrixMap wo;       ///< [dim, dim]        concatenated heads -> residual stream
+    ConstVectorMap rms_ffn;  ///< [dim]            RMSNorm gain before the MLP
+    ConstMatrixMap w1;       ///< [hidden, dim]     gate projection
+    ConstMatrixMap w2;       ///< [dim, hidden]     down projection
+    ConstMatrixMap w3;       ///< [hidden, dim]     up projection
 };
 
-// The whole model: shapes plus views of every weight. Owns the mapping; move-only.
+/// The whole model: shapes plus views of every weight. Owns the mapping; move-only.
 struct Model {
     ModelConfig config;
     std::vector<LayerWeights> layers;
-    const float* token_embedding = nullptr;  // [vocab, dim]
-    const float* rms_final = nullptr;        // [dim]
-    const float* classifier = nullptr;       // [vocab, dim] (== token_embedding when shared)
-    std::shared_ptr<const void> storage;     // keeps the mmap (or an owned buffer) alive
-    std::int64_t weight_bytes = 0;           // bytes of weights read per forward position
+    const float* token_embedding = nullptr;  ///< [vocab, dim]
+    const float* rms_final = nullptr;        ///< [dim]
+    const float* classifier = nullptr;       ///< [vocab, dim] (== token_embedding when shared)
+    std::shared_ptr<const void> storage;     ///< keeps the mmap (or an owned buffer) alive
+    std::int64_t weight_bytes = 0;           ///< bytes of weights read per forward position
 
     ConstMatrixMap embedding_table() const {
         return ConstMatrixMap(token_embedding, config.vocab_size, config.dim);
@@ -73,7 +75,7 @@ struct Model {
 
 namespace detail {
 
-// a * b with an error instead of silent wrap-around.
+/// a * b with an error instead of silent wrap-around.
 inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
     std::int64_t r = 0;
     if (__builtin_mul_overflow(a, b, &r)) fail("checkpoint header: size of ", what, " overflows");
@@ -87,8 +89,8 @@ inline std::int64_t checked_add(std::int64_t a, std::int64_t b) {
 
 }  // namespace detail
 
-// Reads and validates the 7-int header. Limits are generous (far beyond any model glass can
-// run) but finite, so a corrupted header cannot make us compute absurd sizes.
+/// Reads and validates the 7-int header. Limits are generous (far beyond any model glass can
+/// run) but finite, so a corrupted header cannot make us compute absurd sizes.
 inline ModelConfig parse_llama2c_header(const std::int32_t h[7]) {
     if (h[0] == 0x616b3432)  // "ak42": llama2.c's newer export --version 1/2 format
         fail("checkpoint uses llama2.c's versioned format (magic 'ak42'); only the legacy "
@@ -127,7 +129,7 @@ inline ModelConfig parse_llama2c_header(const std::int32_t h[7]) {
     return c;
 }
 
-// Number of bytes a legacy llama2.c checkpoint with this config must have.
+/// Number of bytes a legacy llama2.c checkpoint with this config must have.
 inline std::int64_t llama2c_file_bytes(const ModelConfig& c) {
     using detail::checked_add;
     using detail::checked_mul;
@@ -145,7 +147,7 @@ inline std::int64_t llama2c_file_bytes(const ModelConfig& c) {
     return checked_add(28, checked_mul(floats, 4, "weights"));
 }
 
-// Builds the weight views over `data` (which must hold llama2c_file_bytes(config) bytes).
+/// Builds the weight views over `data` (which must hold llama2c_file_bytes(config) bytes).
 inline Model model_from_llama2c_bytes(const ModelConfig& c, const float* weights,
                                       std::shared_ptr<const void> storage) {
     Model m;
@@ -187,7 +189,7 @@ inline Model model_from_llama2c_bytes(const ModelConfig& c, const float* weights
     return m;
 }
 
-// Opens, validates and maps a checkpoint. Throws glass::Error naming the file and the problem.
+/// Opens, validates and maps a checkpoint. Throws glass::Error naming the file and the problem.
 inline Model load_llama2c_checkpoint(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) fail("cannot open model file '", path, "': ", std::strerror(errno));

@@ -1,31 +1,33 @@
-// glass/config.hpp — the shape of a model: every size the other stages are built from.
-//
-// A decoder-only transformer is fully described (for inference) by a handful of integers.
-// For the shipped stories260K model they are: dim 64, hidden_dim 172, 5 layers, 8 query heads,
-// 4 KV heads, vocabulary 512, context 512. Everything else derives from them.
+/// \file
+/// \brief glass/config.hpp — the shape of a model: every size the other stages are built from.
+/// \verbatim
+/// A decoder-only transformer is fully described (for inference) by a handful of integers.
+/// For the shipped stories260K model they are: dim 64, hidden_dim 172, 5 layers, 8 query heads,
+/// 4 KV heads, vocabulary 512, context 512. Everything else derives from them.
+/// \endverbatim
 #pragma once
 
 #include <cstdint>
 
 namespace glass {
 
-// How RoPE pairs up the dimensions of a head (see rope.hpp).
+/// How RoPE pairs up the dimensions of a head (see rope.hpp).
 enum class RopeLayout {
-    adjacent_pairs,  // (0,1) (2,3) ... — Meta's original code and llama2.c checkpoints
-    half_split,      // (0,d/2) (1,d/2+1) ... — Hugging Face "rotate_half" checkpoints
+    adjacent_pairs,  ///< (0,1) (2,3) ... — Meta's original code and llama2.c checkpoints
+    half_split,      ///< (0,d/2) (1,d/2+1) ... — Hugging Face "rotate_half" checkpoints
 };
 
 struct ModelConfig {
-    int dim = 0;          // d_model: width of the residual stream
-    int hidden_dim = 0;   // width of the MLP's inner layer
-    int n_layers = 0;     // transformer blocks stacked
-    int n_heads = 0;      // query heads
-    int n_kv_heads = 0;   // key/value heads (< n_heads means grouped-query attention)
-    int vocab_size = 0;   // rows of the embedding table, columns of the logits
-    int seq_len = 0;      // context window: the most positions one sequence may use
-    bool shared_classifier = true;  // output projection reuses the embedding table
-    float rope_theta = 10000.0f;    // RoPE base frequency
-    float norm_eps = 1e-5f;         // RMSNorm epsilon
+    int dim = 0;          ///< d_model: width of the residual stream
+    int hidden_dim = 0;   ///< width of the MLP's inner layer
+    int n_layers = 0;     ///< transformer blocks stacked
+    int n_heads = 0;      ///< query heads
+    int n_kv_heads = 0;   ///< key/value heads (< n_heads means grouped-query attention)
+    int vocab_size = 0;   ///< rows of the embedding table, columns of the logits
+    int seq_len = 0;      ///< context window: the most positions one sequence may use
+    bool shared_classifier = true;  ///< output projection reuses the embedding table
+    float rope_theta = 10000.0f;    ///< RoPE base frequency
+    float norm_eps = 1e-5f;         ///< RMSNorm epsilon
     RopeLayout rope_layout = RopeLayout::adjacent_pairs;
 
     int head_dim() const { return dim / n_heads; }

@@ -1,9 +1,11 @@
-// glass/errors.hpp — how glass reports bad input.
-//
-// Every problem a user can cause (a missing file, a truncated checkpoint, an id outside the
-// vocabulary, a NaN temperature, ...) becomes a glass::Error whose message names the problem and
-// the offending value. Nothing in glass aborts or asserts on user input; the CLI prints the
-// message on one line and exits non-zero.
+/// \file
+/// \brief glass/errors.hpp — how glass reports bad input.
+/// \verbatim
+/// Every problem a user can cause (a missing file, a truncated checkpoint, an id outside the
+/// vocabulary, a NaN temperature, ...) becomes a glass::Error whose message names the problem and
+/// the offending value. Nothing in glass aborts or asserts on user input; the CLI prints the
+/// message on one line and exits non-zero.
+/// \endverbatim
 #pragma once
 
 #include <sstream>
@@ -18,7 +20,7 @@ public:
     explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
-// fail("token id ", id, " is outside the vocabulary [0, ", n, ")") — builds the message from parts.
+/// fail("token id ", id, " is outside the vocabulary [0, ", n, ")") — builds the message from parts.
 template <typename... Parts>
 [[noreturn]] void fail(Parts&&... parts) {
     std::ostringstream message;

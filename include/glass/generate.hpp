@@ -1,16 +1,18 @@
-// glass/generate.hpp — journey steps 6–8 as one loop: prefill once, then decode until done.
-//
-// In:  a Session (model + KV cache on some backend), its tokenizer, a prompt, options.
-// Out: the generated ids and text, why generation stopped, and timings. Text is handed to
-//      `on_text` as soon as it is complete (whole UTF-8 characters, never part of a stop string).
-//
-//   prompt_ids = encode(prompt)             BOS first
-//   logits = prefill(prompt_ids)             every prompt position at once; cache = n_prompt rows
-//   next = sample(logits)                    first token (TTFT ends here); it has no K/V yet
-//   loop:
-//     stop if next is BOS (llama2.c's rule) or EOS, or a stop string appeared, or enough tokens
-//     logits = decode(next)                  writes next's K/V at position n_prompt + i
-//     next = sample(logits)
+/// \file
+/// \brief glass/generate.hpp — journey steps 6–8 as one loop: prefill once, then decode until done.
+/// \verbatim
+/// In:  a Session (model + KV cache on some backend), its tokenizer, a prompt, options.
+/// Out: the generated ids and text, why generation stopped, and timings. Text is handed to
+///      `on_text` as soon as it is complete (whole UTF-8 characters, never part of a stop string).
+///
+///   prompt_ids = encode(prompt)             BOS first
+///   logits = prefill(prompt_ids)             every prompt position at once; cache = n_prompt rows
+///   next = sample(logits)                    first token (TTFT ends here); it has no K/V yet
+///   loop:
+///     stop if next is BOS (llama2.c's rule) or EOS, or a stop string appeared, or enough tokens
+///     logits = decode(next)                  writes next's K/V at position n_prompt + i
+///     next = sample(logits)
+/// \endverbatim
 #pragma once
 
 #include <algorithm>
@@ -29,11 +31,11 @@
 namespace glass {
 
 struct GenerateOptions {
-    int max_new_tokens = 256;        // generated tokens at most (a stop token counts)
+    int max_new_tokens = 256;        ///< generated tokens at most (a stop token counts)
     SamplingParams sampling;
     std::uint64_t seed = 42;
     std::vector<std::string> stop_strings;
-    bool stop_on_bos = true;         // llama2.c ends a story when the model emits BOS
+    bool stop_on_bos = true;         ///< llama2.c ends a story when the model emits BOS
     bool stop_on_eos = true;
 };
 
@@ -52,13 +54,13 @@ inline const char* to_string(StopReason r) {
 
 struct GenerateResult {
     std::vector<int> prompt_ids;
-    std::vector<int> generated_ids;  // after the prompt; includes a final BOS/EOS that stopped it
-    std::string text;                // generated text only, as streamed (stop string excluded)
+    std::vector<int> generated_ids;  ///< after the prompt; includes a final BOS/EOS that stopped it
+    std::string text;                ///< generated text only, as streamed (stop string excluded)
     StopReason stop_reason = StopReason::length;
     GenerationMetrics metrics;
 };
 
-// llama2.c's `-n steps` counts positions including the prompt; this many tokens get generated.
+/// llama2.c's `-n steps` counts positions including the prompt; this many tokens get generated.
 inline int new_tokens_for_steps(int steps, int n_prompt) { return std::max(0, steps - n_prompt + 1); }
 
 inline GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::string_view prompt,

@@ -1,4 +1,5 @@
-// glass/glass.hpp — everything, in the order a request meets it.
+/// \file
+/// \brief glass/glass.hpp — everything, in the order a request meets it.
 #pragma once
 
 #include "glass/errors.hpp"

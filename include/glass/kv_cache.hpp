@@ -1,14 +1,16 @@
-// glass/kv_cache.hpp — journey step 6/8: remember every position's keys and values.
-//
-// Layout: [layer][position, kv_head, head_dim] — per layer one [seq_len, kv_dim] matrix for K and
-// one for V, allocated once for the whole context window. Row p holds position p.
-//
-// Why it works: with a causal mask, position p's K and V depend only on tokens 0..p, so they never
-// change once computed (C6). Prefill writes rows 0..n_prompt-1 of every layer; each decode step
-// writes exactly one row, at position == current length (never length+1: that would leave a hole
-// and shift RoPE), then attends over rows 0..length.
-//
-// Size: 2 (K and V) · n_layers · n_kv_heads · head_dim · bytes per value, per token (C8, C9).
+/// \file
+/// \brief glass/kv_cache.hpp — journey step 6/8: remember every position's keys and values.
+/// \verbatim
+/// Layout: [layer][position, kv_head, head_dim] — per layer one [seq_len, kv_dim] matrix for K and
+/// one for V, allocated once for the whole context window. Row p holds position p.
+///
+/// Why it works: with a causal mask, position p's K and V depend only on tokens 0..p, so they never
+/// change once computed (C6). Prefill writes rows 0..n_prompt-1 of every layer; each decode step
+/// writes exactly one row, at position == current length (never length+1: that would leave a hole
+/// and shift RoPE), then attends over rows 0..length.
+///
+/// Size: 2 (K and V) · n_layers · n_kv_heads · head_dim · bytes per value, per token (C8, C9).
+/// \endverbatim
 #pragma once
 
 #include <vector>
@@ -18,6 +20,16 @@
 #include "glass/tensor.hpp"
 
 namespace glass {
+
+// The one rule of writing to a cache (shared with the CUDA twin, cuda/kv_cache.cpp): new rows go
+// exactly at the current length, and must fit in the context window.
+inline void check_kv_write(int length, int capacity, int start_pos, std::int64_t n_new) {
+    if (start_pos != length)
+        fail("KV cache: writing position ", start_pos, " but the cache holds ", length,
+             " positions (the next must be ", length, ")");
+    if (start_pos + n_new > capacity)
+        fail("KV cache: position ", start_pos + n_new - 1, " is past the context window of ", capacity);
+}
 
 class KVCache {
 public:
@@ -32,12 +44,7 @@ public:
     // Store k, v [n_new, kv_dim] for positions start_pos .. start_pos + n_new - 1 of one layer.
     void write(int layer, int start_pos, const RowMatrix& k, const RowMatrix& v) {
         check(layer, 0);
-        if (start_pos != length_)
-            fail("KV cache: writing position ", start_pos, " but the cache holds ", length_,
-                 " positions (the next must be ", length_, ")");
-        if (start_pos + k.rows() > capacity_)
-            fail("KV cache: position ", start_pos + k.rows() - 1, " is past the context window of ",
-                 capacity_);
+        check_kv_write(length_, capacity_, start_pos, k.rows());
         keys_[layer].middleRows(start_pos, k.rows()) = k;
         values_[layer].middleRows(start_pos, v.rows()) = v;
     }

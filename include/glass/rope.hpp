@@ -1,18 +1,20 @@
-// glass/rope.hpp — journey step 3: tell attention where each token sits.
-//
-// In:  q or k rows [n_tokens, n_heads * head_dim], the position of row 0 (start_pos).
-// Out: the same rows, rotated in place.
-//
-// RoPE (rotary position embedding) treats each head's vector as head_dim/2 two-dimensional
-// pairs and rotates pair i by the angle  pos · θ^(-2i/head_dim)  (θ = 10000). Because a rotation
-// by a (query) dotted with a rotation by b (key) depends only on a - b, attention scores see
-// relative position. Values are not rotated.
-//
-// Which dimensions form "pair i" is a convention, and checkpoints disagree:
-//   adjacent_pairs: (2i, 2i+1)        — Meta's original code, llama2.c (this model)
-//   half_split:     (i, i + head_dim/2) — Hugging Face "rotate_half"
-// HF converters permute the rows of W_Q and W_K so the two give identical attention.
-// permute_rows_half_split_to_adjacent() undoes that permutation; tests check both paths agree.
+/// \file
+/// \brief glass/rope.hpp — journey step 3: tell attention where each token sits.
+/// \verbatim
+/// In:  q or k rows [n_tokens, n_heads * head_dim], the position of row 0 (start_pos).
+/// Out: the same rows, rotated in place.
+///
+/// RoPE (rotary position embedding) treats each head's vector as head_dim/2 two-dimensional
+/// pairs and rotates pair i by the angle  pos · θ^(-2i/head_dim)  (θ = 10000). Because a rotation
+/// by a (query) dotted with a rotation by b (key) depends only on a - b, attention scores see
+/// relative position. Values are not rotated.
+///
+/// Which dimensions form "pair i" is a convention, and checkpoints disagree:
+///   adjacent_pairs: (2i, 2i+1)        — Meta's original code, llama2.c (this model)
+///   half_split:     (i, i + head_dim/2) — Hugging Face "rotate_half"
+/// HF converters permute the rows of W_Q and W_K so the two give identical attention.
+/// permute_rows_half_split_to_adjacent() undoes that permutation; tests check both paths agree.
+/// \endverbatim
 #pragma once
 
 #include <cmath>
@@ -22,7 +24,7 @@
 
 namespace glass {
 
-// The angle frequency of pair i, computed in fp32 exactly as llama2.c does.
+/// The angle frequency of pair i, computed in fp32 exactly as llama2.c does.
 inline float rope_frequency(int pair, int head_dim, float theta) {
     return 1.0f / std::pow(theta, static_cast<float>(2 * pair) / static_cast<float>(head_dim));
 }
@@ -47,9 +49,9 @@ inline void apply_rope(RowMatrix& x, int n_heads, int head_dim, int start_pos, f
     }
 }
 
-// W_Q or W_K rows [n_heads * head_dim, dim] laid out for half_split RoPE -> the same weights for
-// adjacent_pairs RoPE. Within each head, half-split row i pairs with row i + head_dim/2; in the
-// adjacent layout they become rows 2i and 2i+1.
+/// W_Q or W_K rows [n_heads * head_dim, dim] laid out for half_split RoPE -> the same weights for
+/// adjacent_pairs RoPE. Within each head, half-split row i pairs with row i + head_dim/2; in the
+/// adjacent layout they become rows 2i and 2i+1.
 inline RowMatrix permute_rows_half_split_to_adjacent(const RowMatrix& w, int n_heads, int head_dim) {
     RowMatrix out(w.rows(), w.cols());
     const int half = head_dim / 2;
@@ -61,7 +63,7 @@ inline RowMatrix permute_rows_half_split_to_adjacent(const RowMatrix& w, int n_h
     return out;
 }
 
-// The inverse: what a Hugging Face converter does to a Meta/llama2.c checkpoint.
+/// The inverse: what a Hugging Face converter does to a Meta/llama2.c checkpoint.
 inline RowMatrix permute_rows_adjacent_to_half_split(const RowMatrix& w, int n_heads, int head_dim) {
     RowMatrix out(w.rows(), w.cols());
     const int half = head_dim / 2;

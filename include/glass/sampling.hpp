@@ -1,21 +1,23 @@
-// glass/sampling.hpp — journey step 7: logits -> the next token.
-//
-// In:  logits [vocab] (one score per token, any real numbers); sampling parameters; a seeded RNG.
-// Out: one token id.
-//
-// The pipeline, each stage optional:
-//   greedy (temperature 0): the id with the largest logit, lowest id on a tie.
-//   temperature T:  p = softmax(logits / T). T < 1 sharpens, T = 1 leaves the model's
-//                   distribution as is, T > 1 flattens it.
-//   top-k:          keep the k most probable tokens.
-//   min-p:          keep tokens with p >= min_p · p_max.
-//   top-p (nucleus):keep the smallest most-probable set whose probability exceeds top_p
-//                   (the token that crosses it is kept); top_p = 1 keeps everything.
-//   Each truncation renormalizes what it keeps; then one uniform draw picks a token.
-//
-// With only temperature and top-p set, this reproduces llama2.c's sampler draw for draw
-// (its xorshift64* generator, its fp32 softmax, its nucleus rule with the (1-p)/(n-1) cutoff
-// and stable descending sort), so a seed gives the same story as run.c.
+/// \file
+/// \brief glass/sampling.hpp — journey step 7: logits -> the next token.
+/// \verbatim
+/// In:  logits [vocab] (one score per token, any real numbers); sampling parameters; a seeded RNG.
+/// Out: one token id.
+///
+/// The pipeline, each stage optional:
+///   greedy (temperature 0): the id with the largest logit, lowest id on a tie.
+///   temperature T:  p = softmax(logits / T). T < 1 sharpens, T = 1 leaves the model's
+///                   distribution as is, T > 1 flattens it.
+///   top-k:          keep the k most probable tokens.
+///   min-p:          keep tokens with p >= min_p · p_max.
+///   top-p (nucleus):keep the smallest most-probable set whose probability exceeds top_p
+///                   (the token that crosses it is kept); top_p = 1 keeps everything.
+///   Each truncation renormalizes what it keeps; then one uniform draw picks a token.
+///
+/// With only temperature and top-p set, this reproduces llama2.c's sampler draw for draw
+/// (its xorshift64* generator, its fp32 softmax, its nucleus rule with the (1-p)/(n-1) cutoff
+/// and stable descending sort), so a seed gives the same story as run.c.
+/// \endverbatim
 #pragma once
 
 #include <algorithm>
@@ -28,7 +30,7 @@
 
 namespace glass {
 
-// llama2.c's random number generator: xorshift64* (Marsaglia / Vigna).
+/// llama2.c's random number generator: xorshift64* (Marsaglia / Vigna).
 class Llama2cRng {
 public:
     explicit Llama2cRng(std::uint64_t seed) : state_(seed) {}
@@ -46,10 +48,10 @@ private:
 };
 
 struct SamplingParams {
-    float temperature = 1.0f;  // 0 = greedy
-    float top_p = 1.0f;        // (0, 1]; 1 = no nucleus truncation
-    int top_k = 0;             // 0 = off
-    float min_p = 0.0f;        // [0, 1]; 0 = off
+    float temperature = 1.0f;  ///< 0 = greedy
+    float top_p = 1.0f;        ///< (0, 1]; 1 = no nucleus truncation
+    int top_k = 0;             ///< 0 = off
+    float min_p = 0.0f;        ///< [0, 1]; 0 = off
 };
 
 inline void validate(const SamplingParams& p) {
@@ -66,7 +68,7 @@ inline void check_finite(std::span<const float> logits) {
             fail("logit of token ", i, " is ", logits[i], ": the model produced a non-finite value");
 }
 
-// Greedy: first index of the maximum.
+/// Greedy: first index of the maximum.
 inline int sample_argmax(std::span<const float> logits) {
     int best = 0;
     for (int i = 1; i < static_cast<int>(logits.size()); ++i)
@@ -74,7 +76,7 @@ inline int sample_argmax(std::span<const float> logits) {
     return best;
 }
 
-// p_i = exp(l_i/T - max) / Σ, in fp32 with a sequential sum (llama2.c's order of operations).
+/// p_i = exp(l_i/T - max) / Σ, in fp32 with a sequential sum (llama2.c's order of operations).
 inline std::vector<float> probabilities(std::span<const float> logits, float temperature) {
     if (!(temperature > 0.0f) || logits.empty())
         fail("probabilities need a temperature > 0 (0 means greedy: use sample_argmax), got ", temperature);
@@ -96,7 +98,7 @@ struct Candidate {
     float p;
 };
 
-// Tokens sorted by probability, largest first; equal probabilities keep id order.
+/// Tokens sorted by probability, largest first; equal probabilities keep id order.
 inline std::vector<Candidate> sorted_candidates(std::span<const float> probs) {
     std::vector<Candidate> c(probs.size());
     for (size_t i = 0; i < probs.size(); ++i) c[i] = {static_cast<int>(i), probs[i]};
@@ -110,7 +112,7 @@ inline void renormalize(std::vector<Candidate>& c) {
     for (Candidate& x : c) x.p /= sum;
 }
 
-// Keep the k most probable (c sorted descending).
+/// Keep the k most probable (c sorted descending).
 inline void keep_top_k(std::vector<Candidate>& c, int k) {
     if (k > 0 && static_cast<size_t>(k) < c.size()) {
         c.resize(static_cast<size_t>(k));
@@ -118,7 +120,7 @@ inline void keep_top_k(std::vector<Candidate>& c, int k) {
     }
 }
 
-// Keep tokens at least min_p times as probable as the most probable one.
+/// Keep tokens at least min_p times as probable as the most probable one.
 inline void keep_min_p(std::vector<Candidate>& c, float min_p) {
     if (min_p <= 0.0f || c.empty()) return;
     const float threshold = min_p * c.front().p;
@@ -130,12 +132,12 @@ inline void keep_min_p(std::vector<Candidate>& c, float min_p) {
     }
 }
 
-// Nucleus: the shortest prefix whose probability exceeds top_p (c sorted descending).
-// "Exceeds" (>), not "reaches" (>=): that is llama2.c's rule, and matching it draw for draw matters
-// more than the difference, which only shows when a running sum lands exactly on top_p.
-// Tokens below (1 - top_p)/(n - 1) can never be needed (together they hold less than 1 - top_p),
-// so they are dropped first — llama2.c's shortcut, kept so results match it exactly. If fp32
-// rounding means the running sum never exceeds top_p, everything above the cutoff is kept.
+/// Nucleus: the shortest prefix whose probability exceeds top_p (c sorted descending).
+/// "Exceeds" (>), not "reaches" (>=): that is llama2.c's rule, and matching it draw for draw matters
+/// more than the difference, which only shows when a running sum lands exactly on top_p.
+/// Tokens below (1 - top_p)/(n - 1) can never be needed (together they hold less than 1 - top_p),
+/// so they are dropped first — llama2.c's shortcut, kept so results match it exactly. If fp32
+/// rounding means the running sum never exceeds top_p, everything above the cutoff is kept.
 inline void keep_top_p(std::vector<Candidate>& c, float top_p) {
     if (top_p >= 1.0f || c.size() < 2) return;
     const float cutoff = (1.0f - top_p) / static_cast<float>(c.size() - 1);
@@ -153,8 +155,8 @@ inline void keep_top_p(std::vector<Candidate>& c, float top_p) {
     c.resize(std::max<size_t>(keep, 1));
 }
 
-// Walk the cumulative distribution of `c` (in its order) to where the draw `coin` in [0,1)
-// lands; `coin` is scaled by the kept mass, so no explicit renormalization is needed.
+/// Walk the cumulative distribution of `c` (in its order) to where the draw `coin` in [0,1)
+/// lands; `coin` is scaled by the kept mass, so no explicit renormalization is needed.
 inline int draw(const std::vector<Candidate>& c, float coin) {
     float mass = 0.0f;
     for (const Candidate& x : c) mass += x.p;
@@ -167,7 +169,7 @@ inline int draw(const std::vector<Candidate>& c, float coin) {
     return c.back().id;  // rounding: r landed past the last cdf value
 }
 
-// Multinomial draw over all tokens in id order (no truncation), exactly as llama2.c.
+/// Multinomial draw over all tokens in id order (no truncation), exactly as llama2.c.
 inline int draw_in_id_order(std::span<const float> probs, float coin) {
     float cdf = 0.0f;
     for (size_t i = 0; i < probs.size(); ++i) {
@@ -177,7 +179,7 @@ inline int draw_in_id_order(std::span<const float> probs, float coin) {
     return static_cast<int>(probs.size()) - 1;
 }
 
-// The whole pipeline. Draws exactly one number from rng unless greedy (like llama2.c).
+/// The whole pipeline. Draws exactly one number from rng unless greedy (like llama2.c).
 inline int sample(std::span<const float> logits, const SamplingParams& params, Llama2cRng& rng) {
     validate(params);
     if (logits.empty()) fail("cannot sample from an empty vocabulary");

@@ -1,14 +1,16 @@
-// glass/streaming.hpp — journey step 8, the visible part: text appears token by token.
-//
-// In:  the bytes each new token decodes to (a token may end in the middle of a UTF-8 character:
-//      byte-fallback tokens carry one byte each, so "é" can arrive as two tokens).
-// Out: text that is always whole, valid UTF-8 — never half a character.
-//
-// Utf8Stream holds back an incomplete trailing character until its remaining bytes arrive.
-// Bytes that can never form a character (a stray continuation byte, an invalid lead byte, a
-// sequence cut short by something else) become U+FFFD "�", as browsers and Python do.
-// StopStringFilter holds back text that might be the beginning of a stop string, so a stop
-// string is never shown, not even partly.
+/// \file
+/// \brief glass/streaming.hpp — journey step 8, the visible part: text appears token by token.
+/// \verbatim
+/// In:  the bytes each new token decodes to (a token may end in the middle of a UTF-8 character:
+///      byte-fallback tokens carry one byte each, so "é" can arrive as two tokens).
+/// Out: text that is always whole, valid UTF-8 — never half a character.
+///
+/// Utf8Stream holds back an incomplete trailing character until its remaining bytes arrive.
+/// Bytes that can never form a character (a stray continuation byte, an invalid lead byte, a
+/// sequence cut short by something else) become U+FFFD "�", as browsers and Python do.
+/// StopStringFilter holds back text that might be the beginning of a stop string, so a stop
+/// string is never shown, not even partly.
+/// \endverbatim
 #pragma once
 
 #include <algorithm>
@@ -22,8 +24,8 @@ namespace utf8 {
 
 inline constexpr std::string_view replacement = "\xEF\xBF\xBD";  // U+FFFD
 
-// Length of the character starting at s[i]: > 0 complete and valid; 0 valid so far but
-// incomplete (more bytes needed); -1 invalid.
+/// Length of the character starting at s[i]: > 0 complete and valid; 0 valid so far but
+/// incomplete (more bytes needed); -1 invalid.
 inline int char_length_at(std::string_view s, size_t i) {
     const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
     const unsigned char lead = byte(i);
@@ -51,7 +53,7 @@ inline int char_length_at(std::string_view s, size_t i) {
     return n;
 }
 
-// Any bytes -> valid UTF-8 (invalid bytes become U+FFFD).
+/// Any bytes -> valid UTF-8 (invalid bytes become U+FFFD).
 inline std::string sanitize(std::string_view s) {
     std::string out;
     for (size_t i = 0; i < s.size();) {

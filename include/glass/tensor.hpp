@@ -1,8 +1,10 @@
-// glass/tensor.hpp — the few matrix types the CPU reference is written with.
-//
-// Everything is fp32 and row-major, like the checkpoint on disk: a weight W stored as [out, in]
-// computes y = W x, and a block of activations is [n_tokens, width], one row per position.
-// Eigen (3.4) supplies the products; Map types let us view mmap'd weights without copying.
+/// \file
+/// \brief glass/tensor.hpp — the few matrix types the CPU reference is written with.
+/// \verbatim
+/// Everything is fp32 and row-major, like the checkpoint on disk: a weight W stored as [out, in]
+/// computes y = W x, and a block of activations is [n_tokens, width], one row per position.
+/// Eigen (3.4) supplies the products; Map types let us view mmap'd weights without copying.
+/// \endverbatim
 #pragma once
 
 #include <Eigen/Core>

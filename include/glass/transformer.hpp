@@ -1,23 +1,25 @@
-// glass/transformer.hpp — journey steps 4–8 assembled: the model forward pass.
-//
-// In:  n new token ids, at positions start_pos .. start_pos+n-1 (start_pos = what the KV cache
-//      already holds).
-// Out: logits [vocab] for the last of those positions; the cache now also holds their K/V.
-//
-//   x = embedding rows of the ids                          [n, dim]
-//   for each layer:
-//     xn = rmsnorm(x)                                      [n, dim]
-//     q = xn Wqᵀ, k = xn Wkᵀ, v = xn Wvᵀ                   [n, dim], [n, kv_dim], [n, kv_dim]
-//     rotate q and k by their positions (RoPE)
-//     append k, v to this layer's cache                    rows start_pos .. start_pos+n-1
-//     x += causal_attention(q, cached K, cached V) Woᵀ     residual connection
-//     x += swiglu_mlp(rmsnorm(x))                          residual connection
-//   h = rmsnorm(x[last])                                   [dim]
-//   logits = classifier h                                  [vocab]
-//
-// Prefill calls this once with the whole prompt: each weight is used in one matrix–matrix
-// product over [n_prompt, dim], and attention covers the whole causal block. Decode calls it
-// with one id: every product becomes matrix–vector, and attention reads the cache.
+/// \file
+/// \brief glass/transformer.hpp — journey steps 4–8 assembled: the model forward pass.
+/// \verbatim
+/// In:  n new token ids, at positions start_pos .. start_pos+n-1 (start_pos = what the KV cache
+///      already holds).
+/// Out: logits [vocab] for the last of those positions; the cache now also holds their K/V.
+///
+///   x = embedding rows of the ids                          [n, dim]
+///   for each layer:
+///     xn = rmsnorm(x)                                      [n, dim]
+///     q = xn Wqᵀ, k = xn Wkᵀ, v = xn Wvᵀ                   [n, dim], [n, kv_dim], [n, kv_dim]
+///     rotate q and k by their positions (RoPE)
+///     append k, v to this layer's cache                    rows start_pos .. start_pos+n-1
+///     x += causal_attention(q, cached K, cached V) Woᵀ     residual connection
+///     x += swiglu_mlp(rmsnorm(x))                          residual connection
+///   h = rmsnorm(x[last])                                   [dim]
+///   logits = classifier h                                  [vocab]
+///
+/// Prefill calls this once with the whole prompt: each weight is used in one matrix–matrix
+/// product over [n_prompt, dim], and attention covers the whole causal block. Decode calls it
+/// with one id: every product becomes matrix–vector, and attention reads the cache.
+/// \endverbatim
 #pragma once
 
 #include <cmath>
@@ -32,12 +34,14 @@
 #include "glass/rmsnorm.hpp"
 #include "glass/rope.hpp"
 #include "glass/session.hpp"
+#include "glass/trace.hpp"
 
 namespace glass {
 
 // One transformer block over n positions; updates x [n, dim] in place and the layer's cache.
+// `trace` (optional) receives what this layer saw: see trace.hpp.
 inline void transformer_block(const ModelConfig& c, const LayerWeights& w, int layer,
-                              RowMatrix& x, KVCache& cache) {
+                              RowMatrix& x, KVCache& cache, LayerTrace* trace = nullptr) {
     const int start_pos = cache.length();
     const int n = static_cast<int>(x.rows());
 
@@ -52,25 +56,41 @@ inline void transformer_block(const ModelConfig& c, const LayerWeights& w, int l
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
     const RowMatrix att = causal_attention(q, cache.keys(layer, start_pos + n),
                                            cache.values(layer, start_pos + n), start_pos,
-                                           {c.n_heads, c.n_kv_heads, c.head_dim()}, scale);
+                                           {c.n_heads, c.n_kv_heads, c.head_dim()}, scale,
+                                           trace ? &trace->attention : nullptr);
     x += att * w.wo.transpose();
+    if (trace) trace->residual_norm_after_attention = x.rowwise().norm();
 
     // MLP half.
     x += swiglu_mlp(rmsnorm(x, w.rms_ffn, c.norm_eps), w.w1, w.w2, w.w3);
+    if (trace) trace->residual_norm_after_mlp = x.rowwise().norm();
+}
+
+// What every backend (this one and cuda/transformer.cpp) checks before a forward pass over `ids`
+// at position cache_length: at least one id, each inside the vocabulary, room in the context.
+inline void check_forward_input(const ModelConfig& c, int cache_length, std::span<const int> ids) {
+    if (ids.empty()) fail("forward pass needs at least one token");
+    if (cache_length + static_cast<std::int64_t>(ids.size()) > c.seq_len)
+        fail(cache_length == 0 ? "prompt of " : "sequence of ",
+             cache_length + static_cast<std::int64_t>(ids.size()),
+             " tokens is longer than the context window of ", c.seq_len);
+    for (const int id : ids)
+        if (id < 0 || id >= c.vocab_size)
+            fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
 }
 
 // Runs ids through every layer; returns the last position's logits [vocab].
+// `trace` (optional) receives every layer's attention weights and residual norms (trace.hpp).
 inline std::vector<float> transformer_forward(const Model& m, KVCache& cache,
-                                              std::span<const int> ids) {
+                                              std::span<const int> ids,
+                                              ForwardTrace* trace = nullptr) {
     const ModelConfig& c = m.config;
-    if (ids.empty()) fail("forward pass needs at least one token");
-    if (cache.length() + static_cast<std::int64_t>(ids.size()) > c.seq_len)
-        fail(cache.length() == 0 ? "prompt of " : "sequence of ",
-             cache.length() + static_cast<std::int64_t>(ids.size()),
-             " tokens is longer than the context window of ", c.seq_len);
+    check_forward_input(c, cache.length(), ids);
 
+    if (trace) *trace = {cache.length(), std::vector<LayerTrace>(static_cast<size_t>(c.n_layers))};
     RowMatrix x = embed_tokens(m.embedding_table(), ids);  // [n, dim]
-    for (int l = 0; l < c.n_layers; ++l) transformer_block(c, m.layers[l], l, x, cache);
+    for (int l = 0; l < c.n_layers; ++l)
+        transformer_block(c, m.layers[l], l, x, cache, trace ? &trace->layers[static_cast<size_t>(l)] : nullptr);
     cache.advance(static_cast<int>(ids.size()));
 
     const RowMatrix last = x.bottomRows(1);

@@ -1,0 +1,251 @@
+// cuda/device.cu — the GPU itself: is there one, its memory, checked launches, fp16/bf16
+// conversion, and the copy bandwidth every decode speed is compared with.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "common.cuh"
+
+namespace glass::cuda {
+
+// ---- Device query and error checks -------------------------------------------------------------
+
+bool device_present(std::string* why) {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        // No driver, a driver older than this runtime, no GPU: all mean "no device" to us.
+        if (why) *why = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(status) + " (" +
+                        cudaGetErrorString(status) + ")";
+        cudaGetLastError();  // clear the sticky error so later calls report their own problems
+        return false;
+    }
+    if (count < 1) {
+        if (why) *why = "cudaGetDeviceCount found no CUDA device";
+        return false;
+    }
+    if (why) why->clear();
+    return true;
+}
+
+std::string device_name() {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    return prop.name;
+}
+
+void synchronize(const char* what) {
+    const cudaError_t status = cudaDeviceSynchronize();
+    if (status != cudaSuccess)
+        fail("CUDA error while waiting for ", what, ": ", cudaGetErrorName(status), " (",
+             cudaGetErrorString(status), ")");
+}
+
+static bool sync_after_every_launch() {
+    static const bool on = [] {
+        const char* v = std::getenv("GLASS_CUDA_SYNC");
+        return v && std::strcmp(v, "0") != 0 && v[0] != '\0';
+    }();
+    return on;
+}
+
+void check_launch(const char* kernel, const char* file, int line) {
+    cudaError_t status = cudaGetLastError();
+    if (status == cudaSuccess && sync_after_every_launch()) status = cudaDeviceSynchronize();
+    if (status != cudaSuccess)
+        fail("CUDA kernel ", kernel, " failed (launched at ", file, ":", line, "): ",
+             cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+}
+
+unsigned grid_for(std::int64_t n, int threads) {
+    if (n < 1) fail("internal: launching a kernel over ", n, " items");
+    const std::int64_t blocks = (n + threads - 1) / threads;
+    if (blocks > std::numeric_limits<int>::max())  // CUDA's limit for gridDim.x is 2^31 - 1
+        fail("kernel launch over ", n, " items needs ", blocks, " blocks: more than CUDA allows");
+    return static_cast<unsigned>(blocks);
+}
+
+// ---- Memory ------------------------------------------------------------------------------------
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) {
+        const cudaError_t status = cudaMalloc(&data_, bytes);
+        if (status != cudaSuccess) {
+            data_ = nullptr;
+            cudaGetLastError();
+            fail("cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorName(status), " (",
+                 cudaGetErrorString(status), ")");
+        }
+    }
+}
+
+DeviceBuffer::~DeviceBuffer() {
+    if (data_) cudaFree(data_);  // a destructor must not throw; a failed free is not recoverable
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_) {
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+        if (data_) cudaFree(data_);
+        data_ = other.data_;
+        bytes_ = other.bytes_;
+        other.data_ = nullptr;
+        other.bytes_ = 0;
+    }
+    return *this;
+}
+
+void upload(void* d_dst, const void* host_src, std::size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(d_dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+void download(void* host_dst, const void* d_src, std::size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(host_dst, d_src, bytes, cudaMemcpyDeviceToHost));
+}
+void copy_on_device(void* d_dst, const void* d_src, std::size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice));
+}
+
+__global__ void fill_kernel(float* x, std::int64_t n, float value) {
+    const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+    if (i < n) x[i] = value;
+}
+
+void poison(float* d, std::size_t n) {
+    if (n == 0) return;
+    fill_kernel<<<grid_for(static_cast<std::int64_t>(n), 256), 256>>>(
+        d, static_cast<std::int64_t>(n), std::numeric_limits<float>::quiet_NaN());
+    CHECK_LAUNCH("fill_kernel (poison)");
+}
+
+DeviceBuffer to_device(std::span<const float> host) {
+    DeviceBuffer b(host.size_bytes());
+    upload(b.data(), host.data(), host.size_bytes());
+    return b;
+}
+DeviceBuffer to_device(std::span<const int> host) {
+    DeviceBuffer b(host.size_bytes());
+    upload(b.data(), host.data(), host.size_bytes());
+    return b;
+}
+std::vector<float> to_host(const float* d, std::size_t n) {
+    std::vector<float> out(n);
+    download(out.data(), d, n * sizeof(float));
+    return out;
+}
+
+// ---- Weight storage types ----------------------------------------------------------------------
+
+const char* to_string(WeightType t) {
+    switch (t) {
+        case WeightType::f32: return "fp32";
+        case WeightType::f16: return "fp16";
+        case WeightType::bf16: return "bf16";
+    }
+    return "?";
+}
+
+WeightType weight_type_from_string(const std::string& name) {
+    if (name == "fp32" || name == "f32") return WeightType::f32;
+    if (name == "fp16" || name == "f16") return WeightType::f16;
+    if (name == "bf16") return WeightType::bf16;
+    fail("unknown weight precision '", name, "' (fp32, fp16, bf16)");
+}
+
+int bytes_per_weight(WeightType t) { return t == WeightType::f32 ? 4 : 2; }
+
+__global__ void to_f16_kernel(const float* src, __half* dst, std::int64_t n) {
+    const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+    if (i < n) dst[i] = __float2half_rn(src[i]);
+}
+__global__ void to_bf16_kernel(const float* src, __nv_bfloat16* dst, std::int64_t n) {
+    const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+    if (i < n) dst[i] = __float2bfloat16_rn(src[i]);
+}
+template <typename W>
+__global__ void widen_kernel(const W* src, float* dst, std::int64_t n) {
+    const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+    if (i < n) dst[i] = load_weight(src, i);
+}
+
+void convert_weights(const float* d_src, void* d_dst, std::size_t n, WeightType type) {
+    if (n == 0) return;
+    const auto count = static_cast<std::int64_t>(n);
+    switch (type) {
+        case WeightType::f32:
+            copy_on_device(d_dst, d_src, n * sizeof(float));
+            return;
+        case WeightType::f16:
+            to_f16_kernel<<<grid_for(count, 256), 256>>>(d_src, static_cast<__half*>(d_dst), count);
+            CHECK_LAUNCH("to_f16_kernel");
+            return;
+        case WeightType::bf16:
+            to_bf16_kernel<<<grid_for(count, 256), 256>>>(d_src, static_cast<__nv_bfloat16*>(d_dst), count);
+            CHECK_LAUNCH("to_bf16_kernel");
+            return;
+    }
+}
+
+void widen_weights(const void* d_src, float* d_dst, std::size_t n, WeightType type) {
+    if (n == 0) return;
+    const auto count = static_cast<std::int64_t>(n);
+    switch (type) {
+        case WeightType::f32:
+            copy_on_device(d_dst, d_src, n * sizeof(float));
+            return;
+        case WeightType::f16:
+            widen_kernel<<<grid_for(count, 256), 256>>>(static_cast<const __half*>(d_src), d_dst, count);
+            CHECK_LAUNCH("widen_kernel<half>");
+            return;
+        case WeightType::bf16:
+            widen_kernel<<<grid_for(count, 256), 256>>>(static_cast<const __nv_bfloat16*>(d_src), d_dst, count);
+            CHECK_LAUNCH("widen_kernel<bf16>");
+            return;
+    }
+}
+
+OwnedMatrix upload_matrix(const float* host, int rows, int cols, WeightType type) {
+    if (rows < 1 || cols < 1) fail("upload_matrix: shape [", rows, ", ", cols, "] is empty");
+    const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+    OwnedMatrix m;
+    m.buffer = DeviceBuffer(n * static_cast<std::size_t>(bytes_per_weight(type)));
+    if (type == WeightType::f32) {
+        upload(m.buffer.data(), host, n * sizeof(float));
+    } else {
+        DeviceBuffer staging(n * sizeof(float));  // fp32 up, converted on the device
+        upload(staging.data(), host, n * sizeof(float));
+        convert_weights(staging.f32(), m.buffer.data(), n, type);
+        synchronize("weight conversion");  // before `staging` is freed
+    }
+    m.view = DeviceMatrix{m.buffer.data(), type, rows, cols};
+    return m;
+}
+
+// ---- Copy bandwidth ----------------------------------------------------------------------------
+
+double measure_copy_bandwidth(std::size_t bytes, int repeats) {
+    if (bytes == 0 || repeats < 1) fail("measure_copy_bandwidth needs bytes > 0 and repeats >= 1");
+    DeviceBuffer a(bytes), b(bytes);
+    CUDA_CHECK(cudaMemset(a.data(), 1, bytes));
+    copy_on_device(b.data(), a.data(), bytes);  // warm-up
+    cudaEvent_t start{}, stop{};
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaEventRecord(start));
+    for (int r = 0; r < repeats; ++r) copy_on_device(b.data(), a.data(), bytes);
+    CUDA_CHECK(cudaEventRecord(stop));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    // Each copy reads `bytes` and writes `bytes`.
+    return 2.0 * static_cast<double>(bytes) * repeats / (static_cast<double>(ms) * 1e-3);
+}
+
+}  // namespace glass::cuda

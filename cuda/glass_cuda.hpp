@@ -1,0 +1,261 @@
+// cuda/glass_cuda.hpp — the CUDA twin of every stage, as plain C++ declarations.
+//
+// Everything here is callable from g++-compiled code: no CUDA types appear. Pointers named d_* or
+// documented as "device" point into GPU memory; every shape is written out as in the CPU headers
+// (include/glass/*.hpp), which remain the definition of what each function computes:
+//
+//   CPU reference (include/glass)        CUDA twin (cuda/)
+//   embed_tokens        embedding.hpp    embedding()                       embedding.cu
+//   rmsnorm             rmsnorm.hpp      rmsnorm_naive(), rmsnorm()        rmsnorm.cu
+//   apply_rope          rope.hpp         rope()                            rope.cu
+//   x * W.transpose()   (Eigen)          matmul(kernel, ...)               matmul.cu
+//   softmax_inplace     softmax.hpp      softmax_rows_naive(), softmax_rows()   softmax.cu
+//   causal_attention    attention.hpp    attention_naive(), attention_decode()  attention.cu
+//   swiglu_mlp          mlp.hpp          swiglu(), mlp(); residual_add()   mlp.cu
+//   sample              sampling.hpp     DeviceSampler                     sampling.cu
+//   KVCache             kv_cache.hpp     DeviceKVCache                     kv_cache.cpp
+//   CpuSession          transformer.hpp  CudaSession                       transformer.cpp
+//
+// Errors: every CUDA call and kernel launch is checked; a failure throws glass::Error naming the
+// call or kernel, the file and the line. Set GLASS_CUDA_SYNC=1 to synchronize after every launch,
+// so an asynchronous fault is reported at the kernel that caused it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "glass/config.hpp"
+#include "glass/errors.hpp"
+#include "glass/sampling.hpp"
+#include "glass/session.hpp"
+
+namespace glass {
+struct Model;  // glass/checkpoint.hpp (not included: it brings Eigen, which nvcc need not see)
+}
+
+namespace glass::cuda {
+
+// ---- The device --------------------------------------------------------------------------------
+
+// True when a usable CUDA device is present. Any failure of the query (no driver, a driver too old
+// for this runtime, no GPU) counts as "no device"; `why` then says what the runtime reported.
+bool device_present(std::string* why = nullptr);
+std::string device_name();  // "NVIDIA H200", ...
+void synchronize(const char* what);  // waits for all queued work; names `what` on failure
+
+// Device memory owned by one object (cudaMalloc / cudaFree). Move-only.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    explicit DeviceBuffer(std::size_t bytes);
+    ~DeviceBuffer();
+    DeviceBuffer(DeviceBuffer&& other) noexcept;
+    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+    void* data() const { return data_; }
+    float* f32() const { return static_cast<float*>(data_); }
+    int* i32() const { return static_cast<int*>(data_); }
+    std::size_t bytes() const { return bytes_; }
+
+private:
+    void* data_ = nullptr;
+    std::size_t bytes_ = 0;
+};
+
+void upload(void* d_dst, const void* host_src, std::size_t bytes);
+void download(void* host_dst, const void* d_src, std::size_t bytes);
+void copy_on_device(void* d_dst, const void* d_src, std::size_t bytes);
+// NaN-fill n floats: an output the kernel forgets to write then fails every comparison.
+void poison(float* d, std::size_t n);
+
+// Convenience for tests and setup: a device copy of host floats / ints.
+DeviceBuffer to_device(std::span<const float> host);
+DeviceBuffer to_device(std::span<const int> host);
+std::vector<float> to_host(const float* d, std::size_t n);
+
+// Device-to-device copy bandwidth (bytes read + bytes written per second), measured with CUDA
+// events over `repeats` copies of `bytes` bytes: the ceiling memory-bound kernels are judged by.
+double measure_copy_bandwidth(std::size_t bytes, int repeats);
+
+// ---- Weights -----------------------------------------------------------------------------------
+
+// How a weight matrix is stored on the device. Arithmetic is always fp32; f16/bf16 only halve the
+// bytes read (the decode bottleneck). Conversion is round-to-nearest-even.
+enum class WeightType { f32, f16, bf16 };
+const char* to_string(WeightType t);
+WeightType weight_type_from_string(const std::string& name);  // "fp32"/"f32", "fp16"/"f16", "bf16"
+int bytes_per_weight(WeightType t);
+
+// A row-major [rows, cols] matrix in device memory.
+struct DeviceMatrix {
+    const void* data = nullptr;
+    WeightType type = WeightType::f32;
+    int rows = 0;
+    int cols = 0;
+};
+
+// fp32 device floats -> the same values stored as `type` (n values), and back to fp32. The round
+// trip gives the CPU reference the exact weights a f16/bf16 kernel sees.
+void convert_weights(const float* d_src, void* d_dst, std::size_t n, WeightType type);
+void widen_weights(const void* d_src, float* d_dst, std::size_t n, WeightType type);
+
+// An owned device copy of a host fp32 matrix [rows, cols], stored as `type`.
+struct OwnedMatrix {
+    DeviceBuffer buffer;
+    DeviceMatrix view;
+};
+OwnedMatrix upload_matrix(const float* host, int rows, int cols, WeightType type);
+
+// ---- The stages (all pointers are device pointers; launches are asynchronous) -----------------
+
+// embedding.cu — out [n_tokens, table.cols] = rows ids[t] of table [vocab, dim]. The caller checks
+// ids on the host (glass::Error); an id outside the table still never reads out of bounds: its row
+// becomes NaN.
+void embedding(const DeviceMatrix& table, const int* d_ids, int n_tokens, float* d_out);
+
+// rmsnorm.cu — y [n_tokens, dim] = gain ⊙ x / sqrt(mean(x²) + eps), row by row.
+void rmsnorm_naive(const float* d_x, const float* d_gain, int n_tokens, int dim, float eps, float* d_y);
+void rmsnorm(const float* d_x, const float* d_gain, int n_tokens, int dim, float eps, float* d_y);
+
+// rope.cu — rotate x [n_tokens, n_heads * head_dim] in place; row t sits at start_pos + t.
+// d_frequencies [head_dim / 2] holds glass::rope_frequency(i, head_dim, theta), computed on the
+// host by the same function the CPU uses, so both sides rotate by bit-identical angles.
+void rope(float* d_x, int n_tokens, int n_heads, int head_dim, int start_pos,
+          const float* d_frequencies, RopeLayout layout);
+DeviceBuffer rope_frequencies(int head_dim, float theta);
+
+// matmul.cu — y [n, w.rows] = x [n, w.cols] · Wᵀ (W stored [out, in], as in the checkpoint).
+enum class MatmulKernel {
+    automatic,     // cublas for fp32 weights; warp_per_row for f16/bf16 when n <= 4, else tiled
+    naive,         // one thread per output element, reads straight from global memory
+    tiled,         // 16×16 output tiles; x and W tiles staged in shared memory
+    warp_per_row,  // one warp per output row, 16-byte loads, shuffle reduction (decode: n = 1)
+    cublas,        // cublasSgemm, fp32 math (TF32 off); fp32 weights only
+};
+const char* to_string(MatmulKernel k);
+MatmulKernel matmul_kernel_from_string(const std::string& name);
+void matmul(MatmulKernel kernel, const float* d_x, int n, const DeviceMatrix& w, float* d_y);
+
+// softmax.cu — each of `rows` rows of x [rows, n] becomes probabilities, in place. -inf entries
+// (masked) become 0. naive: one thread per row, in order; fast: one block per row.
+void softmax_rows_naive(float* d_x, int rows, int n);
+void softmax_rows(float* d_x, int rows, int n);
+
+// attention.cu — see glass/attention.hpp for the maths. q [n_q, n_heads * head_dim] (rotated),
+// keys/values [n_k, n_kv_heads * head_dim] with n_k = start_pos + n_q; out [n_q, n_heads*head_dim].
+// Query head h reads KV head h / (n_heads / n_kv_heads).
+struct AttentionDims {
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+};
+// Naive causal attention for any n_q (prefill, a chunk, or decode): three kernels — scores with
+// the causal mask, softmax per row, weighted sum of V. d_scores: n_heads * n_q * n_k floats.
+void attention_naive(const float* d_q, const float* d_keys, const float* d_values, int n_q,
+                     int start_pos, const AttentionDims& dims, float scale, float* d_scores,
+                     float* d_out);
+// Decode: one query (position n_k - 1) over the whole cache; one block per query head does
+// scores, softmax and the weighted sum. d_scores: n_heads * n_k floats.
+void attention_decode(const float* d_q, const float* d_keys, const float* d_values, int n_k,
+                      const AttentionDims& dims, float scale, float* d_scores, float* d_out);
+
+// mlp.cu — gate [n] = silu(gate) ⊙ up, in place; x [n] += y. mlp(): the whole SwiGLU MLP of
+// glass/mlp.hpp for x [n_tokens, dim] with scratch gate/up [n_tokens, hidden]; out [n_tokens, dim].
+void swiglu(float* d_gate, const float* d_up, std::int64_t n);
+void residual_add(float* d_x, const float* d_y, std::int64_t n);
+void mlp(MatmulKernel kernel, const float* d_x, int n_tokens, const DeviceMatrix& w1,
+         const DeviceMatrix& w2, const DeviceMatrix& w3, float* d_gate, float* d_up, float* d_out);
+
+// sampling.cu — glass::sample on the device. The random coin still comes from the host's
+// Llama2cRng (one draw per call unless greedy, exactly as the CPU), so the same seed picks the
+// same token on both whenever the draw does not land within rounding of a boundary.
+class DeviceSampler {
+public:
+    explicit DeviceSampler(int vocab_size);
+    int sample(const float* d_logits, const SamplingParams& params, Llama2cRng& rng);
+    int argmax(const float* d_logits);  // lowest id on a tie, like glass::sample_argmax
+
+private:
+    int vocab_;
+    DeviceBuffer probs_, sorted_probs_, ids_, sorted_ids_, sort_scratch_, result_;
+};
+
+// ---- The KV cache in device memory -------------------------------------------------------------
+
+// Same layout as glass::KVCache: [layer][position, kv_head, head_dim], fp32, one [seq_len, kv_dim]
+// block per layer for K and one for V, allocated once. Same rules (checked on the host).
+class DeviceKVCache {
+public:
+    explicit DeviceKVCache(const ModelConfig& c);
+    int length() const { return length_; }
+    int capacity() const { return capacity_; }
+    // Copy k, v (device, [n_new, kv_dim]) into rows start_pos .. start_pos + n_new - 1 of `layer`.
+    void write(int layer, int start_pos, const float* d_k, const float* d_v, int n_new);
+    void advance(int n_new);
+    void clear() { length_ = 0; }
+    const float* keys(int layer) const;    // [seq_len, kv_dim] (rows 0..length-1 valid)
+    const float* values(int layer) const;
+    std::int64_t bytes_used(const ModelConfig& c) const { return c.kv_bytes_per_token() * length_; }
+
+private:
+    std::size_t layer_offset(int layer) const;
+    DeviceBuffer keys_, values_;
+    int n_layers_ = 0, capacity_ = 0, kv_dim_ = 0, length_ = 0;
+};
+
+// ---- The whole model ---------------------------------------------------------------------------
+
+struct CudaOptions {
+    WeightType weights = WeightType::f32;
+    MatmulKernel matmul = MatmulKernel::automatic;
+    bool naive_decode_attention = false;  // decode through attention_naive instead of attention_decode
+};
+
+// glass::Session on the GPU: weights uploaded once at construction; prefill and decode run every
+// layer on the device; only the ids go up and the last position's logits [vocab] come back.
+class CudaSession : public Session {
+public:
+    explicit CudaSession(const Model& model, CudaOptions options = {});
+    ~CudaSession() override;
+
+    const ModelConfig& config() const override { return config_; }
+    int position() const override { return cache_.length(); }
+    void reset() override { cache_.clear(); }
+    std::span<const float> prefill(std::span<const int> ids) override;
+    std::span<const float> decode(int id) override;
+    std::int64_t kv_bytes_used() const override { return cache_.bytes_used(config_); }
+    std::int64_t weight_bytes() const override { return weight_bytes_; }
+
+    const float* device_logits() const { return logits_dev_.f32(); }  // [vocab], last forward
+    const CudaOptions& options() const { return options_; }
+
+private:
+    struct Layer {
+        DeviceBuffer rms_att, rms_ffn;          // [dim] fp32
+        OwnedMatrix wq, wk, wv, wo, w1, w2, w3;  // as in glass::LayerWeights
+    };
+    std::span<const float> forward(std::span<const int> ids);
+    void ensure_scratch(int n_tokens, std::int64_t score_floats);
+
+    ModelConfig config_;
+    CudaOptions options_;
+    std::int64_t weight_bytes_ = 0;
+    std::vector<Layer> layers_;
+    OwnedMatrix embedding_, classifier_own_;  // classifier_own_ only when not shared
+    DeviceMatrix classifier_;
+    DeviceBuffer rms_final_, frequencies_;
+    DeviceKVCache cache_;
+    // Scratch, grown (never shrunk) to the largest n_tokens seen; decode never allocates.
+    int scratch_rows_ = 0;
+    std::int64_t score_capacity_ = 0;
+    DeviceBuffer ids_, x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, scores_, logits_dev_;
+    std::vector<float> logits_;
+};
+
+}  // namespace glass::cuda

@@ -1,0 +1,172 @@
+// cuda/transformer.cpp — journey steps 4–8 on the GPU: CudaSession, the CUDA twin of CpuSession.
+//
+// The same forward pass as glass/transformer.hpp, step for step, with every stage a device call
+// from glass_cuda.hpp. Weights go to the GPU once, in the constructor; a forward pass uploads its
+// ids (n ints), runs every layer on the device and brings back only the last position's logits
+// [vocab]. Host code here is bookkeeping: shapes, the cache's length, which kernel to launch.
+//
+//   x = embedding rows of ids                               [n, dim]
+//   for each layer:
+//     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ      [n, dim], [n, kv_dim] ×2
+//     rope(q), rope(k);  cache.write(k, v)                  rows start_pos .. start_pos+n-1
+//     att = attention(q, cache rows 0 .. start_pos+n-1)     naive for prefill, decode kernel for n=1
+//     x += att Woᵀ
+//     x += mlp(rmsnorm(x))
+//   logits = classifier · rmsnorm(x[last])                  [vocab] -> host
+#include <cmath>
+
+#include "glass/checkpoint.hpp"
+#include "glass/rope.hpp"
+#include "glass/transformer.hpp"  // check_forward_input: the same input rules as the CPU
+#include "glass_cuda.hpp"
+
+namespace glass::cuda {
+
+DeviceBuffer rope_frequencies(int head_dim, float theta) {
+    std::vector<float> f(static_cast<std::size_t>(head_dim / 2));
+    for (int i = 0; i < head_dim / 2; ++i) f[static_cast<std::size_t>(i)] = rope_frequency(i, head_dim, theta);
+    return to_device(std::span<const float>(f));
+}
+
+static DeviceBuffer upload_vector(const float* host, int n) {
+    return to_device(std::span<const float>(host, static_cast<std::size_t>(n)));
+}
+
+static OwnedMatrix upload_weights(const ConstMatrixMap& m, WeightType type) {
+    return upload_matrix(m.data(), static_cast<int>(m.rows()), static_cast<int>(m.cols()), type);
+}
+
+// Runs before any member touches the GPU (config_ is the first member), so a machine without one
+// gets "no CUDA device: <why>" rather than the failure of some first allocation.
+static const ModelConfig& require_device(const ModelConfig& c) {
+    std::string why;
+    if (!device_present(&why)) fail("no CUDA device: ", why);
+    return c;
+}
+
+CudaSession::CudaSession(const Model& model, CudaOptions options)
+    : config_(require_device(model.config)), options_(options), cache_(model.config) {
+    const ModelConfig& c = config_;
+    if (options.matmul == MatmulKernel::cublas && options.weights != WeightType::f32)
+        fail("the cublas matmul takes fp32 weights only, asked for ", to_string(options.weights));
+
+    for (const LayerWeights& w : model.layers) {
+        Layer l;
+        l.rms_att = upload_vector(w.rms_att.data(), c.dim);
+        l.rms_ffn = upload_vector(w.rms_ffn.data(), c.dim);
+        l.wq = upload_weights(w.wq, options.weights);
+        l.wk = upload_weights(w.wk, options.weights);
+        l.wv = upload_weights(w.wv, options.weights);
+        l.wo = upload_weights(w.wo, options.weights);
+        l.w1 = upload_weights(w.w1, options.weights);
+        l.w2 = upload_weights(w.w2, options.weights);
+        l.w3 = upload_weights(w.w3, options.weights);
+        layers_.push_back(std::move(l));
+    }
+    embedding_ = upload_weights(model.embedding_table(), options.weights);
+    if (c.shared_classifier) {
+        classifier_ = embedding_.view;  // one table, read by both ends of the model
+    } else {
+        classifier_own_ = upload_weights(model.output_classifier(), options.weights);
+        classifier_ = classifier_own_.view;
+    }
+    rms_final_ = upload_vector(model.rms_final, c.dim);
+    frequencies_ = rope_frequencies(c.head_dim(), c.rope_theta);
+    logits_dev_ = DeviceBuffer(static_cast<std::size_t>(c.vocab_size) * sizeof(float));
+    ids_ = DeviceBuffer(static_cast<std::size_t>(c.seq_len) * sizeof(int));
+    logits_.resize(static_cast<std::size_t>(c.vocab_size));
+
+    // Bytes read per decoded token: the host model's count (all fp32) with the matrices at this
+    // session's width; the norm gains stay fp32.
+    const std::int64_t norm_floats = std::int64_t{c.n_layers} * 2 * c.dim + c.dim;
+    const std::int64_t matrix_floats = model.weight_bytes / 4 - norm_floats;
+    weight_bytes_ = 4 * norm_floats + matrix_floats * bytes_per_weight(options.weights);
+    synchronize("weight upload");
+}
+
+CudaSession::~CudaSession() = default;
+
+// Grows the activation scratch to n_tokens rows and the attention scores to score_floats. New
+// buffers are NaN-filled, so an element a kernel forgets to write poisons the logits visibly.
+void CudaSession::ensure_scratch(int n_tokens, std::int64_t score_floats) {
+    const ModelConfig& c = config_;
+    if (n_tokens > scratch_rows_) {
+        const auto make = [n_tokens](int width) {
+            const std::size_t n = static_cast<std::size_t>(n_tokens) * static_cast<std::size_t>(width);
+            DeviceBuffer b(n * sizeof(float));
+            poison(b.f32(), n);
+            return b;
+        };
+        x_ = make(c.dim);
+        xn_ = make(c.dim);
+        q_ = make(c.dim);
+        k_ = make(c.kv_dim());
+        v_ = make(c.kv_dim());
+        att_ = make(c.dim);
+        tmp_ = make(c.dim);
+        gate_ = make(c.hidden_dim);
+        up_ = make(c.hidden_dim);
+        scratch_rows_ = n_tokens;
+    }
+    if (score_floats > score_capacity_) {
+        scores_ = DeviceBuffer(static_cast<std::size_t>(score_floats) * sizeof(float));
+        poison(scores_.f32(), static_cast<std::size_t>(score_floats));
+        score_capacity_ = score_floats;
+    }
+}
+
+std::span<const float> CudaSession::forward(std::span<const int> ids) {
+    const ModelConfig& c = config_;
+    check_forward_input(c, cache_.length(), ids);  // ids are checked here, on the host
+    const int n = static_cast<int>(ids.size());
+    const int start_pos = cache_.length();
+    const int n_k = start_pos + n;  // keys attended to by the last position
+    const bool decode_kernel = n == 1 && !options_.naive_decode_attention;
+    ensure_scratch(n, std::int64_t{c.n_heads} * (decode_kernel ? 1 : n) * n_k);
+    const MatmulKernel mm = options_.matmul;
+    const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim()};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+
+    upload(ids_.data(), ids.data(), ids.size_bytes());
+    embedding(embedding_.view, ids_.i32(), n, x_.f32());  // [n, dim]
+    for (int l = 0; l < c.n_layers; ++l) {
+        const Layer& w = layers_[static_cast<std::size_t>(l)];
+        // Attention half.
+        rmsnorm(x_.f32(), w.rms_att.f32(), n, c.dim, c.norm_eps, xn_.f32());
+        matmul(mm, xn_.f32(), n, w.wq.view, q_.f32());  // [n, dim]
+        matmul(mm, xn_.f32(), n, w.wk.view, k_.f32());  // [n, kv_dim]
+        matmul(mm, xn_.f32(), n, w.wv.view, v_.f32());  // [n, kv_dim]
+        rope(q_.f32(), n, c.n_heads, c.head_dim(), start_pos, frequencies_.f32(), c.rope_layout);
+        rope(k_.f32(), n, c.n_kv_heads, c.head_dim(), start_pos, frequencies_.f32(), c.rope_layout);
+        cache_.write(l, start_pos, k_.f32(), v_.f32(), n);
+        if (decode_kernel)
+            attention_decode(q_.f32(), cache_.keys(l), cache_.values(l), n_k, dims, scale,
+                             scores_.f32(), att_.f32());
+        else
+            attention_naive(q_.f32(), cache_.keys(l), cache_.values(l), n, start_pos, dims, scale,
+                            scores_.f32(), att_.f32());
+        matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
+        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
+        // MLP half.
+        rmsnorm(x_.f32(), w.rms_ffn.f32(), n, c.dim, c.norm_eps, xn_.f32());
+        mlp(mm, xn_.f32(), n, w.w1.view, w.w2.view, w.w3.view, gate_.f32(), up_.f32(), tmp_.f32());
+        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
+    }
+    cache_.advance(n);
+
+    // Only the last position's logits: final norm of its row, then the classifier.
+    const float* last = x_.f32() + static_cast<std::size_t>(n - 1) * static_cast<std::size_t>(c.dim);
+    rmsnorm(last, rms_final_.f32(), 1, c.dim, c.norm_eps, xn_.f32());
+    matmul(mm, xn_.f32(), 1, classifier_, logits_dev_.f32());  // [vocab]
+    download(logits_.data(), logits_dev_.data(), logits_.size() * sizeof(float));  // waits for the GPU
+    return logits_;
+}
+
+std::span<const float> CudaSession::prefill(std::span<const int> ids) { return forward(ids); }
+
+std::span<const float> CudaSession::decode(int id) {
+    const int one[1] = {id};
+    return forward(one);
+}
+
+}  // namespace glass::cuda

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# check_explain_html.sh GLASS DOM_CHECK OUT_DIR — the attention explorer in a real browser.
+#
+# 1. Finds Debian's chromium, installing it with apt-get when missing.
+# 2. Proves the browser can run headless here (a tiny page whose script marks the DOM).
+# 3. Runs `glass explain --json --html`, opens the page as page.html#click=N (the page dispatches a
+#    real click on token N once loaded), dumps the DOM after the scripts ran, and has DOM_CHECK
+#    compare the heatmap, the KV-cache chart and the top-5 bars with the --json output.
+#    Done for a prompt token (its row came from the prefill) and a generated one (a decode step).
+# 4. Saves a screenshot to OUT_DIR/explain.png.
+#
+# Exit: 0 passed; 1 failed; 77 skipped (chromium cannot be installed or cannot run headless), which
+# ctest reports as "Skipped" (SKIP_RETURN_CODE 77), never as passed.
+set -uo pipefail
+if [ $# -ne 3 ]; then
+  echo "usage: $0 GLASS DOM_CHECK OUT_DIR" >&2
+  exit 2
+fi
+glass=$1 dom_check=$2 out=$3
+readonly SKIP=77
+mkdir -p "$out"
+
+find_browser() {
+  local b
+  for b in chromium chromium-browser; do
+    if command -v "$b" >/dev/null 2>&1; then command -v "$b"; return 0; fi
+  done
+  return 1
+}
+
+# 1. The browser.
+if ! browser=$(find_browser); then
+  echo "chromium is not installed (dpkg -s chromium: $(dpkg -s chromium 2>&1 | head -1)); installing it"
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo_cmd=(sudo -n); else
+      echo "SKIPPED: chromium is missing and this user cannot run apt-get"
+      exit $SKIP
+    fi
+  fi
+  apt_log="$out/apt.log"
+  # Another apt-get may hold the lock (a parallel install): wait for it rather than fail.
+  if ! { timeout 900 "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+         DEBIAN_FRONTEND=noninteractive timeout 900 "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 \
+           install -y -qq chromium; } >"$apt_log" 2>&1; then
+    echo "SKIPPED: apt-get could not install chromium (log: $apt_log):"
+    tail -n 3 "$apt_log"
+    exit $SKIP
+  fi
+  if ! browser=$(find_browser); then
+    echo "SKIPPED: apt-get succeeded but no chromium binary is on PATH"
+    exit $SKIP
+  fi
+fi
+echo "browser: $browser ($("$browser" --version 2>/dev/null | head -1))"
+
+# Headless, offline, no first-run work; a fresh profile each run. --no-sandbox: root in a container.
+profile=$(mktemp -d)
+trap 'rm -rf "$profile"' EXIT
+run_browser() {
+  timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-quic \
+    --no-first-run --disable-background-networking --disable-component-update --disable-sync \
+    --disable-extensions --hide-scrollbars --user-data-dir="$profile" --virtual-time-budget=5000 "$@" \
+    2>>"$out/chromium.log"
+}
+
+# 2. Can it run headless here at all? If not, the environment (not the page) is the problem.
+cat >"$out/smoke.html" <<'EOF'
+<!doctype html><html><body><script>document.body.setAttribute("data-ran", "yes");</script></body></html>
+EOF
+if ! run_browser --dump-dom "file://$out/smoke.html" | grep -q 'data-ran="yes"'; then
+  echo "SKIPPED: $browser cannot run a page headless here (log: $out/chromium.log):"
+  tail -n 3 "$out/chromium.log"
+  exit $SKIP
+fi
+
+# 3. The page, clicked, against --json.
+prompt="Once upon a time"  # 5 tokens: positions 0-4 come from the prefill, 5.. from decode steps
+if ! "$glass" explain -p "$prompt" -n 6 --json --html "$out/explain.html" >"$out/explain.txt"; then
+  echo "FAILED: glass explain did not run"
+  exit 1
+fi
+tail -n 1 "$out/explain.txt" >"$out/explain.json"
+status=0
+for position in 2 7; do
+  if ! run_browser --dump-dom "file://$out/explain.html#click=$position" >"$out/dom_click_$position.html"; then
+    echo "FAILED: chromium could not load the page (log: $out/chromium.log)"
+    exit 1
+  fi
+  "$dom_check" "$out/explain.json" "$out/dom_click_$position.html" "$position" || status=1
+done
+
+# 4. The screenshot (look at it: it is the page a reader sees).
+rm -f "$out/explain.png"
+run_browser --window-size=1280,2300 --screenshot="$out/explain.png" "file://$out/explain.html#click=7" >/dev/null
+if [ "$(head -c 8 "$out/explain.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" != "89504e470d0a1a0a" ]; then
+  echo "FAILED: no PNG screenshot at $out/explain.png"
+  status=1
+else
+  echo "screenshot: $out/explain.png ($(stat -c %s "$out/explain.png") bytes)"
+fi
+[ $status -eq 0 ] && echo "PASSED" || echo "FAILED"
+exit $status

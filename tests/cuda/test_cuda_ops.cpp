@@ -1,0 +1,466 @@
+// tests/cuda/test_cuda_ops.cpp — every CUDA op × many shapes against the CPU reference.
+//
+// One table, in the spirit of ggml's test-backend-ops: each row is an op, a shape and a variant
+// (kernel, weight type, layout); it gets fresh random inputs (seeded by its row number, so a
+// failure reproduces), runs on the GPU with its output NaN-poisoned first (an element the kernel
+// never writes fails), runs the include/glass/*.hpp reference on the CPU, and compares:
+//   relative error ‖gpu − cpu‖₂ / ‖cpu‖₂ <= 1e-5 in fp32. Both sides compute in fp32 and differ
+//   only in the order of additions and the last bit of expf/cosf (CUDA's are within 2 ulp), which
+//   stays orders of magnitude below 1e-5 for these sizes. f16/bf16 weights are compared against
+//   the CPU run on the *same rounded weights* (round trip on the device), so the kernels are held
+//   to the same 1e-5; what rounding itself costs is measured at model level (test_cuda_model).
+//   Token outputs (argmax, sampling) must match exactly.
+//
+// usage: test_cuda_ops [--quick] [--filter TEXT[,TEXT...]] [--list]
+//   --quick   skip the big shapes (for compute-sanitizer, which runs kernels ~100x slower)
+//   --filter  only rows whose name contains one of the comma-separated texts
+// Exit: 0 all passed, 1 a failure, 77 no CUDA device (ctest: skipped).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "glass/glass.hpp"
+#include "glass_cuda.hpp"
+
+namespace gc = glass::cuda;
+using glass::RowMatrix;
+
+namespace {
+
+using Rng = std::mt19937;
+
+std::vector<float> random_floats(Rng& rng, std::size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng);
+    return v;
+}
+
+RowMatrix random_matrix(Rng& rng, int rows, int cols, float scale = 1.0f) {
+    const std::vector<float> v = random_floats(rng, static_cast<std::size_t>(rows) * cols, scale);
+    return Eigen::Map<const RowMatrix>(v.data(), rows, cols);
+}
+
+// ‖gpu − cpu‖₂ / ‖cpu‖₂, in double. Any non-finite GPU value (a poisoned, unwritten element) or
+// a size mismatch is an infinite error.
+double relative_error(std::span<const float> gpu, std::span<const float> cpu) {
+    if (gpu.size() != cpu.size()) return INFINITY;
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+        if (!std::isfinite(gpu[i])) return INFINITY;
+        diff += (double(gpu[i]) - cpu[i]) * (double(gpu[i]) - cpu[i]);
+        norm += double(cpu[i]) * cpu[i];
+    }
+    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+double relative_error(std::span<const float> gpu, const RowMatrix& cpu) {
+    return relative_error(gpu, std::span<const float>(cpu.data(), static_cast<std::size_t>(cpu.size())));
+}
+
+// A device output of n floats, NaN-poisoned before the launch.
+gc::DeviceBuffer poisoned(std::size_t n) {
+    gc::DeviceBuffer b(n * sizeof(float));
+    gc::poison(b.f32(), n);
+    return b;
+}
+
+gc::DeviceBuffer to_device(const RowMatrix& m) {
+    return gc::to_device(std::span<const float>(m.data(), static_cast<std::size_t>(m.size())));
+}
+
+// A weight matrix on the device as `type`, and the exact fp32 values the device holds (for the
+// CPU reference): f16/bf16 round on the way up, so the reference uses the rounded numbers.
+struct TestWeights {
+    gc::OwnedMatrix device;
+    RowMatrix reference;
+};
+TestWeights make_weights(Rng& rng, int rows, int cols, gc::WeightType type, float scale) {
+    const RowMatrix w = random_matrix(rng, rows, cols, scale);
+    TestWeights t{gc::upload_matrix(w.data(), rows, cols, type), RowMatrix(rows, cols)};
+    const std::size_t n = static_cast<std::size_t>(rows) * cols;
+    gc::DeviceBuffer widened = poisoned(n);
+    gc::widen_weights(t.device.view.data, widened.f32(), n, type);
+    gc::download(t.reference.data(), widened.data(), n * sizeof(float));
+    return t;
+}
+
+struct Case {
+    std::string name;    // op(variant, shape)
+    double tolerance;    // on the value run() returns
+    bool big;            // skipped by --quick
+    std::function<double(Rng&)> run;
+};
+
+const gc::WeightType kAllTypes[] = {gc::WeightType::f32, gc::WeightType::f16, gc::WeightType::bf16};
+constexpr double kF32 = 1e-5;  // see the top of this file
+
+std::string fmt(const char* f, auto... args) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, f, args...);
+    return buf;
+}
+
+// ---- the table ---------------------------------------------------------------------------------
+
+void add_embedding(std::vector<Case>& cases) {
+    struct S { int vocab, dim, n; };
+    for (S s : {S{1, 1, 1}, S{5, 3, 7}, S{512, 64, 33}, S{1000, 257, 100}, S{32000, 128, 2048}})
+        for (gc::WeightType type : kAllTypes)
+            cases.push_back({fmt("embedding(%s, vocab=%d, dim=%d, n=%d)", gc::to_string(type), s.vocab, s.dim, s.n),
+                             0.0,  // a copy: exact
+                             s.vocab * s.dim > 1000000, [s, type](Rng& rng) {
+                TestWeights table = make_weights(rng, s.vocab, s.dim, type, 1.0f);
+                std::uniform_int_distribution<int> pick(0, s.vocab - 1);
+                std::vector<int> ids(static_cast<std::size_t>(s.n));
+                for (int& id : ids) id = pick(rng);
+                gc::DeviceBuffer d_ids = gc::to_device(std::span<const int>(ids));
+                gc::DeviceBuffer out = poisoned(std::size_t(s.n) * s.dim);
+                gc::embedding(table.device.view, d_ids.i32(), s.n, out.f32());
+                const glass::ConstMatrixMap map(table.reference.data(), s.vocab, s.dim);
+                return relative_error(gc::to_host(out.f32(), std::size_t(s.n) * s.dim),
+                                      glass::embed_tokens(map, ids));
+            }});
+}
+
+void add_rmsnorm(std::vector<Case>& cases) {
+    struct S { int n, dim; };
+    for (S s : {S{1, 1}, S{1, 64}, S{7, 63}, S{33, 257}, S{2048, 288}, S{3, 4096}, S{1, 8192}})
+        for (bool naive : {true, false})
+            cases.push_back({fmt("rmsnorm(%s, n=%d, dim=%d)", naive ? "naive" : "block", s.n, s.dim), kF32,
+                             s.n * s.dim > 100000, [s, naive](Rng& rng) {
+                const RowMatrix x = random_matrix(rng, s.n, s.dim, 2.0f);
+                const std::vector<float> gain = random_floats(rng, std::size_t(s.dim));
+                gc::DeviceBuffer d_x = to_device(x), d_gain = gc::to_device(std::span<const float>(gain));
+                gc::DeviceBuffer out = poisoned(std::size_t(s.n) * s.dim);
+                (naive ? gc::rmsnorm_naive : gc::rmsnorm)(d_x.f32(), d_gain.f32(), s.n, s.dim, 1e-5f, out.f32());
+                const RowMatrix want = glass::rmsnorm(x, glass::ConstVectorMap(gain.data(), s.dim), 1e-5f);
+                return relative_error(gc::to_host(out.f32(), std::size_t(s.n) * s.dim), want);
+            }});
+}
+
+void add_rope(std::vector<Case>& cases) {
+    struct S { int n, heads, head_dim, start; float theta; };
+    for (S s : {S{1, 1, 2, 0, 1e4f}, S{5, 5, 6, 1, 1e4f}, S{7, 3, 64, 5, 1e4f}, S{33, 8, 128, 100, 1e4f},
+                S{2048, 4, 64, 0, 1e4f}, S{3, 32, 128, 4093, 1e4f}, S{9, 8, 128, 2000, 5e5f}})
+        for (glass::RopeLayout layout : {glass::RopeLayout::adjacent_pairs, glass::RopeLayout::half_split})
+            cases.push_back({fmt("rope(%s, n=%d, heads=%d, head_dim=%d, start=%d, theta=%g)",
+                                 layout == glass::RopeLayout::adjacent_pairs ? "adjacent" : "half_split",
+                                 s.n, s.heads, s.head_dim, s.start, double(s.theta)),
+                             kF32, s.n >= 2048, [s, layout](Rng& rng) {
+                RowMatrix x = random_matrix(rng, s.n, s.heads * s.head_dim);
+                gc::DeviceBuffer d_x = to_device(x);  // rotated in place: poison is not possible
+                gc::DeviceBuffer freq = gc::rope_frequencies(s.head_dim, s.theta);
+                gc::rope(d_x.f32(), s.n, s.heads, s.head_dim, s.start, freq.f32(), layout);
+                glass::apply_rope(x, s.heads, s.head_dim, s.start, s.theta, layout);
+                return relative_error(gc::to_host(d_x.f32(), std::size_t(x.size())), x);
+            }});
+}
+
+void add_matmul(std::vector<Case>& cases) {
+    struct S { int n, in, out; };
+    const S shapes[] = {S{1, 1, 1}, S{1, 64, 172}, S{7, 33, 65}, S{17, 257, 100}, S{3, 768, 768},
+                        S{64, 512, 512}, S{1, 2048, 5632}, S{1, 4096, 1}, S{300, 288, 768}, S{1, 288, 32000}};
+    for (S s : shapes)
+        for (gc::MatmulKernel k : {gc::MatmulKernel::naive, gc::MatmulKernel::tiled,
+                                   gc::MatmulKernel::warp_per_row, gc::MatmulKernel::cublas})
+            for (gc::WeightType type : kAllTypes) {
+                if (k == gc::MatmulKernel::cublas && type != gc::WeightType::f32) continue;
+                cases.push_back({fmt("matmul(%s, %s, n=%d, in=%d, out=%d)", gc::to_string(k),
+                                     gc::to_string(type), s.n, s.in, s.out),
+                                 kF32, double(s.n) * s.in * s.out > 5e6, [s, k, type](Rng& rng) {
+                    const RowMatrix x = random_matrix(rng, s.n, s.in);
+                    TestWeights w = make_weights(rng, s.out, s.in, type, 1.0f / std::sqrt(float(s.in)));
+                    gc::DeviceBuffer d_x = to_device(x), y = poisoned(std::size_t(s.n) * s.out);
+                    gc::matmul(k, d_x.f32(), s.n, w.device.view, y.f32());
+                    const RowMatrix want = x * w.reference.transpose();
+                    return relative_error(gc::to_host(y.f32(), std::size_t(s.n) * s.out), want);
+                }});
+            }
+}
+
+void add_softmax(std::vector<Case>& cases) {
+    struct S { int rows, n; };
+    for (S s : {S{1, 1}, S{1, 2}, S{3, 31}, S{64, 1000}, S{2, 2049}, S{1, 32000}, S{4, 128256}})
+        for (bool naive : {true, false})
+            cases.push_back({fmt("softmax(%s, rows=%d, n=%d, some -inf)", naive ? "naive" : "block", s.rows, s.n),
+                             kF32, s.n > 100000, [s, naive](Rng& rng) {
+                RowMatrix x = random_matrix(rng, s.rows, s.n, 4.0f);
+                std::uniform_int_distribution<int> visible(1, s.n);
+                for (int r = 0; r < s.rows; ++r)  // mask a random tail, as the causal mask does
+                    for (int j = visible(rng); j < s.n; ++j) x(r, j) = -INFINITY;
+                gc::DeviceBuffer d_x = to_device(x);
+                (naive ? gc::softmax_rows_naive : gc::softmax_rows)(d_x.f32(), s.rows, s.n);
+                for (int r = 0; r < s.rows; ++r) glass::softmax_inplace(x.row(r).data(), s.n);
+                return relative_error(gc::to_host(d_x.f32(), std::size_t(x.size())), x);
+            }});
+}
+
+// q [n_q, heads*hd], keys/values [n_k, kv_heads*hd], n_k = start + n_q.
+RowMatrix cpu_attention(const RowMatrix& q, const RowMatrix& k, const RowMatrix& v, int start,
+                        const gc::AttentionDims& d) {
+    return glass::causal_attention(q, k, v, start, {d.n_heads, d.n_kv_heads, d.head_dim},
+                                   1.0f / std::sqrt(float(d.head_dim)));
+}
+
+void add_attention(std::vector<Case>& cases) {
+    struct S { int heads, kv_heads, head_dim, n_q, start; };
+    // GQA ratios 1, 4, 8 (and 2, 3); head_dim 64 and 128; odd lengths; chunks (start > 0); long.
+    for (S s : {S{1, 1, 64, 1, 0}, S{8, 8, 64, 7, 0}, S{8, 2, 64, 33, 0}, S{8, 1, 128, 5, 100},
+                S{32, 4, 128, 17, 3}, S{6, 3, 64, 1, 2047}, S{2, 2, 128, 1, 0}, S{4, 1, 64, 2048, 0},
+                S{8, 2, 128, 2048, 0}})
+        cases.push_back({fmt("attention_naive(heads=%d, kv_heads=%d, head_dim=%d, n_q=%d, start=%d)",
+                             s.heads, s.kv_heads, s.head_dim, s.n_q, s.start),
+                         kF32, s.n_q >= 2048, [s](Rng& rng) {
+            const gc::AttentionDims d{s.heads, s.kv_heads, s.head_dim};
+            const int n_k = s.start + s.n_q;
+            const RowMatrix q = random_matrix(rng, s.n_q, s.heads * s.head_dim);
+            const RowMatrix k = random_matrix(rng, n_k, s.kv_heads * s.head_dim);
+            const RowMatrix v = random_matrix(rng, n_k, s.kv_heads * s.head_dim);
+            gc::DeviceBuffer d_q = to_device(q), d_k = to_device(k), d_v = to_device(v);
+            gc::DeviceBuffer scores = poisoned(std::size_t(s.heads) * s.n_q * n_k);
+            gc::DeviceBuffer out = poisoned(std::size_t(s.n_q) * s.heads * s.head_dim);
+            gc::attention_naive(d_q.f32(), d_k.f32(), d_v.f32(), s.n_q, s.start, d,
+                                1.0f / std::sqrt(float(s.head_dim)), scores.f32(), out.f32());
+            return relative_error(gc::to_host(out.f32(), std::size_t(s.n_q) * s.heads * s.head_dim),
+                                  cpu_attention(q, k, v, s.start, d));
+        }});
+
+    struct D { int heads, kv_heads, head_dim, n_k; };
+    for (D s : {D{1, 1, 64, 1}, D{8, 8, 64, 2}, D{8, 2, 64, 257}, D{6, 2, 64, 33}, D{8, 1, 128, 2048},
+                D{32, 4, 128, 4097}, D{32, 32, 128, 1000}, D{4, 4, 256, 300}})
+        for (bool naive : {false, true})
+            cases.push_back({fmt("attention_decode(%s, heads=%d, kv_heads=%d, head_dim=%d, n_k=%d)",
+                                 naive ? "naive" : "block per head", s.heads, s.kv_heads, s.head_dim, s.n_k),
+                             kF32, s.n_k > 2048, [s, naive](Rng& rng) {
+                const gc::AttentionDims d{s.heads, s.kv_heads, s.head_dim};
+                const RowMatrix q = random_matrix(rng, 1, s.heads * s.head_dim);
+                const RowMatrix k = random_matrix(rng, s.n_k, s.kv_heads * s.head_dim);
+                const RowMatrix v = random_matrix(rng, s.n_k, s.kv_heads * s.head_dim);
+                gc::DeviceBuffer d_q = to_device(q), d_k = to_device(k), d_v = to_device(v);
+                gc::DeviceBuffer scores = poisoned(std::size_t(s.heads) * s.n_k);
+                gc::DeviceBuffer out = poisoned(std::size_t(s.heads) * s.head_dim);
+                const float scale = 1.0f / std::sqrt(float(s.head_dim));
+                if (naive)
+                    gc::attention_naive(d_q.f32(), d_k.f32(), d_v.f32(), 1, s.n_k - 1, d, scale, scores.f32(), out.f32());
+                else
+                    gc::attention_decode(d_q.f32(), d_k.f32(), d_v.f32(), s.n_k, d, scale, scores.f32(), out.f32());
+                return relative_error(gc::to_host(out.f32(), std::size_t(s.heads) * s.head_dim),
+                                      cpu_attention(q, k, v, s.n_k - 1, d));
+            }});
+}
+
+void add_mlp(std::vector<Case>& cases) {
+    for (long n : {1L, 7L, 1000L, 3L * 5632})
+        cases.push_back({fmt("swiglu(n=%ld)", n), kF32, false, [n](Rng& rng) {
+            std::vector<float> gate = random_floats(rng, std::size_t(n), 3.0f), up = random_floats(rng, std::size_t(n));
+            gc::DeviceBuffer d_gate = gc::to_device(std::span<const float>(gate));
+            gc::DeviceBuffer d_up = gc::to_device(std::span<const float>(up));
+            gc::swiglu(d_gate.f32(), d_up.f32(), n);
+            for (std::size_t i = 0; i < gate.size(); ++i) gate[i] = glass::silu(gate[i]) * up[i];
+            return relative_error(gc::to_host(d_gate.f32(), gate.size()), gate);
+        }});
+    for (long n : {1L, 1000L, (1L << 20) + 3})
+        cases.push_back({fmt("residual_add(n=%ld)", n), 0.0 /* one IEEE addition: exact */, false, [n](Rng& rng) {
+            std::vector<float> x = random_floats(rng, std::size_t(n)), y = random_floats(rng, std::size_t(n));
+            gc::DeviceBuffer d_x = gc::to_device(std::span<const float>(x));
+            gc::DeviceBuffer d_y = gc::to_device(std::span<const float>(y));
+            gc::residual_add(d_x.f32(), d_y.f32(), n);
+            for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+            return relative_error(gc::to_host(d_x.f32(), x.size()), x);
+        }});
+    struct S { int n, dim, hidden; };
+    for (S s : {S{1, 64, 172}, S{7, 288, 768}, S{33, 64, 172}, S{1, 2048, 5632}})
+        for (gc::MatmulKernel k : {gc::MatmulKernel::tiled, gc::MatmulKernel::warp_per_row, gc::MatmulKernel::cublas,
+                                   gc::MatmulKernel::automatic})
+            for (gc::WeightType type : kAllTypes) {
+                if (k == gc::MatmulKernel::cublas && type != gc::WeightType::f32) continue;
+                cases.push_back({fmt("mlp(%s, %s, n=%d, dim=%d, hidden=%d)", gc::to_string(k), gc::to_string(type),
+                                     s.n, s.dim, s.hidden),
+                                 kF32, s.dim >= 2048, [s, k, type](Rng& rng) {
+                    const RowMatrix x = random_matrix(rng, s.n, s.dim);
+                    TestWeights w1 = make_weights(rng, s.hidden, s.dim, type, 1.0f / std::sqrt(float(s.dim)));
+                    TestWeights w2 = make_weights(rng, s.dim, s.hidden, type, 1.0f / std::sqrt(float(s.hidden)));
+                    TestWeights w3 = make_weights(rng, s.hidden, s.dim, type, 1.0f / std::sqrt(float(s.dim)));
+                    gc::DeviceBuffer d_x = to_device(x), out = poisoned(std::size_t(s.n) * s.dim);
+                    gc::DeviceBuffer gate = poisoned(std::size_t(s.n) * s.hidden), up = poisoned(std::size_t(s.n) * s.hidden);
+                    gc::mlp(k, d_x.f32(), s.n, w1.device.view, w2.device.view, w3.device.view, gate.f32(), up.f32(), out.f32());
+                    const RowMatrix want = glass::swiglu_mlp(x, w1.reference, w2.reference, w3.reference);
+                    return relative_error(gc::to_host(out.f32(), std::size_t(s.n) * s.dim), want);
+                }});
+            }
+}
+
+// Logits spaced at least 6/vocab apart (a random permutation of a ramp): no two probabilities are
+// within rounding of each other, so CPU and GPU must agree on every token.
+std::vector<float> separated_logits(Rng& rng, int vocab) {
+    std::vector<int> rank(static_cast<std::size_t>(vocab));
+    std::iota(rank.begin(), rank.end(), 0);
+    std::shuffle(rank.begin(), rank.end(), rng);
+    std::vector<float> logits(rank.size());
+    for (std::size_t i = 0; i < rank.size(); ++i) logits[i] = 6.0f * float(rank[i]) / float(vocab) - 3.0f;
+    return logits;
+}
+
+void add_sampling(std::vector<Case>& cases) {
+    for (int vocab : {1, 2, 512, 32000, 128256})
+        cases.push_back({fmt("argmax(vocab=%d, ties -> lowest id)", vocab), 0.0, false, [vocab](Rng& rng) {
+            std::vector<float> logits = random_floats(rng, std::size_t(vocab));
+            if (vocab > 2) {  // the maximum twice: the lower id must win
+                std::uniform_int_distribution<int> pick(0, vocab - 1);
+                const int a = pick(rng), b = pick(rng);
+                logits[std::size_t(a)] = logits[std::size_t(b)] = 10.0f;
+            }
+            gc::DeviceBuffer d = gc::to_device(std::span<const float>(logits));
+            gc::DeviceSampler sampler(vocab);
+            return double(sampler.argmax(d.f32()) != glass::sample_argmax(logits));
+        }});
+    struct P { float temperature, top_p; int top_k; float min_p; };
+    const P params[] = {P{1.0f, 1.0f, 0, 0.0f}, P{1.0f, 0.9f, 0, 0.0f}, P{0.7f, 0.95f, 0, 0.0f},
+                        P{1.0f, 1.0f, 40, 0.0f}, P{1.0f, 1.0f, 0, 0.05f}, P{1.2f, 0.8f, 50, 0.0f},
+                        P{0.9f, 0.9f, 20, 0.02f}, P{0.0f, 0.9f, 0, 0.0f}};
+    for (int vocab : {1, 2, 512, 32000})
+        for (P p : params)
+            cases.push_back({fmt("sample(vocab=%d, T=%g, top_p=%g, top_k=%d, min_p=%g; 64 draws, mismatches)",
+                                 vocab, double(p.temperature), double(p.top_p), p.top_k, double(p.min_p)),
+                             0.0, false, [vocab, p](Rng& rng) {
+                const glass::SamplingParams params{p.temperature, p.top_p, p.top_k, p.min_p};
+                glass::Llama2cRng cpu_rng(1234), gpu_rng(1234);  // same seed: same coins
+                gc::DeviceSampler sampler(vocab);
+                int mismatches = 0;
+                for (int draw = 0; draw < 64; ++draw) {
+                    const std::vector<float> logits = separated_logits(rng, vocab);
+                    gc::DeviceBuffer d = gc::to_device(std::span<const float>(logits));
+                    mismatches += sampler.sample(d.f32(), params, gpu_rng) != glass::sample(logits, params, cpu_rng);
+                }
+                if (cpu_rng.state() != gpu_rng.state()) mismatches += 1000;  // a different number of draws
+                return double(mismatches);
+            }});
+    cases.push_back({"sample(non-finite logit -> glass::Error naming it)", 0.0, false, [](Rng& rng) {
+        std::vector<float> logits = random_floats(rng, 100);
+        logits[37] = NAN;
+        gc::DeviceBuffer d = gc::to_device(std::span<const float>(logits));
+        gc::DeviceSampler sampler(100);
+        glass::Llama2cRng coin(1);
+        int refused = 0;
+        for (float t : {0.0f, 1.0f}) {
+            try {
+                sampler.sample(d.f32(), {t, 0.9f, 0, 0.0f}, coin);
+            } catch (const glass::Error& e) {
+                refused += std::strstr(e.what(), "token 37") != nullptr;
+            }
+        }
+        return double(2 - refused);
+    }});
+}
+
+void add_kv_cache(std::vector<Case>& cases) {
+    cases.push_back({"kv_cache(layers=3, seq_len=40, kv_heads=2, head_dim=6; prefill 7, decode x3)", 0.0, false,
+                     [](Rng& rng) {
+        glass::ModelConfig c;
+        c.dim = 24; c.n_heads = 4; c.n_kv_heads = 2; c.n_layers = 3; c.seq_len = 40; c.hidden_dim = 8; c.vocab_size = 4;
+        glass::KVCache cpu(c);
+        gc::DeviceKVCache gpu(c);
+        double bad = 0;
+        for (int n_new : {7, 1, 1, 1}) {
+            const int start = cpu.length();
+            for (int l = 0; l < c.n_layers; ++l) {
+                const RowMatrix k = random_matrix(rng, n_new, c.kv_dim()), v = random_matrix(rng, n_new, c.kv_dim());
+                cpu.write(l, start, k, v);
+                gc::DeviceBuffer d_k = to_device(k), d_v = to_device(v);
+                gpu.write(l, start, d_k.f32(), d_v.f32(), n_new);
+            }
+            cpu.advance(n_new);
+            gpu.advance(n_new);
+        }
+        bad += gpu.length() != cpu.length();
+        for (int l = 0; l < c.n_layers; ++l) {
+            const std::size_t n = std::size_t(cpu.length()) * c.kv_dim();
+            bad += relative_error(gc::to_host(gpu.keys(l), n), RowMatrix(cpu.keys(l, cpu.length())));
+            bad += relative_error(gc::to_host(gpu.values(l), n), RowMatrix(cpu.values(l, cpu.length())));
+        }
+        // The write rule is the CPU's: a hole or a write past the window is refused.
+        gc::DeviceBuffer row(std::size_t(c.kv_dim()) * sizeof(float) * 64);
+        for (int start : {gpu.length() + 1, gpu.length() - 1}) {
+            try { gpu.write(0, start, row.f32(), row.f32(), 1); bad += 1; } catch (const glass::Error&) {}
+        }
+        try { gpu.write(0, gpu.length(), row.f32(), row.f32(), 64); bad += 1; } catch (const glass::Error&) {}
+        return bad;
+    }});
+}
+
+// --filter "a,b": rows whose name contains a or b (empty: all).
+bool matches(const std::string& name, const std::string& filter) {
+    if (filter.empty()) return true;
+    std::size_t begin = 0;
+    while (begin <= filter.size()) {
+        const std::size_t end = std::min(filter.find(',', begin), filter.size());
+        if (end > begin && name.find(filter.substr(begin, end - begin)) != std::string::npos) return true;
+        begin = end + 1;
+    }
+    return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool quick = false, list = false;
+    std::string filter;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--quick") quick = true;
+        else if (a == "--list") list = true;
+        else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+        else {
+            std::fprintf(stderr, "usage: test_cuda_ops [--quick] [--filter TEXT[,TEXT...]] [--list]\n");
+            return 2;
+        }
+    }
+    std::vector<Case> cases;
+    add_embedding(cases);
+    add_rmsnorm(cases);
+    add_rope(cases);
+    add_matmul(cases);
+    add_softmax(cases);
+    add_attention(cases);
+    add_mlp(cases);
+    add_sampling(cases);
+    add_kv_cache(cases);
+    if (list) {
+        for (const Case& c : cases) std::printf("%s\n", c.name.c_str());
+        return 0;
+    }
+    std::string why;
+    if (!gc::device_present(&why)) {
+        std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
+        return 77;
+    }
+    std::printf("device: %s\n", gc::device_name().c_str());
+
+    int ran = 0, failed = 0;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i];
+        if ((quick && c.big) || !matches(c.name, filter)) continue;
+        Rng rng(static_cast<unsigned>(1000 + i));  // fresh inputs per case, reproducible by row
+        double error = INFINITY;
+        std::string note;
+        try {
+            error = c.run(rng);
+            gc::synchronize(c.name.c_str());
+        } catch (const std::exception& e) {
+            note = std::string("  threw: ") + e.what();
+        }
+        const bool ok = error <= c.tolerance;  // NaN fails too
+        ++ran;
+        failed += !ok;
+        std::printf("  %-88s %10.3g <= %-6g %s%s\n", c.name.c_str(), error, c.tolerance, ok ? "OK" : "FAIL",
+                    note.c_str());
+        std::fflush(stdout);
+    }
+    std::printf("%d/%d cases passed%s\n", ran - failed, ran, quick ? " (--quick)" : "");
+    return failed == 0 && ran > 0 ? 0 : 1;
+}

@@ -1,0 +1,291 @@
+// The fast CPU path (include/glass/fast/): packed weights, kernels and FastCpuSession, each
+// checked against the plain reference it replaces. No timing here (speed lives in bench/).
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "glass/fast/fast_session.hpp"
+#include "glass/fast/random_model.hpp"
+#include "test_support.hpp"
+
+// Every heap allocation in this program goes through here, so a test can count them. (GCC
+// cannot see that this operator new and delete are a matching malloc/free pair.)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+std::atomic<long> g_allocations{0};
+}
+void* operator new(std::size_t n) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+using glass::fast::FastCpuSession;
+using glass::fast::FastOptions;
+using glass::fast::WeightType;
+
+// max |a − b| / max |b|: error relative to the scale of the logits. Two fp32 evaluations that
+// sum the same products in a different order differ by a few ulps of the largest partial sums;
+// 1e-5 (≈ 80 ulps) bounds that comfortably for these sizes while any real bug (a wrong row,
+// a missing residual, an off-by-one position) changes logits at the 1e-2 .. 1 level.
+double relative_error(std::span<const float> a, std::span<const float> b) {
+    REQUIRE(a.size() == b.size());
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
+        scale = std::max(scale, std::fabs(double(b[i])));
+    }
+    return diff / scale;
+}
+
+std::vector<float> random_vector(size_t n, std::uint64_t seed) {
+    glass::fast::RandomFloats rng(seed);
+    std::vector<float> v(n);
+    for (float& x : v) x = rng.next();
+    return v;
+}
+
+const WeightType kAllTypes[] = {WeightType::fp32, WeightType::fp16, WeightType::bf16, WeightType::q8_0};
+
+}  // namespace
+
+TEST_CASE("packing: every weight lands where PackedMatrix::at says, in the requested precision") {
+    const int rows = 45, cols = 70;  // neither a multiple of the 32-row panel nor the 32-input block
+    const auto w = random_vector(rows * cols, 1);
+    for (WeightType type : kAllTypes) {
+        std::vector<unsigned char> buf(size_t(glass::fast::packed_bytes(rows, cols, type)), 0);
+        const auto m = glass::fast::pack_matrix(w.data(), rows, cols, type, buf.data());
+        for (int r = 0; r < rows; ++r) {
+            float amax = 0;  // for Q8_0: the block's largest magnitude sets the step
+            for (int k = 0; k < cols; ++k) {
+                const float src = w[size_t(r * cols + k)];
+                if (k % 32 == 0) {
+                    amax = 0;
+                    for (int j = k; j < std::min(cols, k + 32); ++j) amax = std::max(amax, std::fabs(w[size_t(r * cols + j)]));
+                }
+                const float got = m.at(r, k);
+                switch (type) {
+                    case WeightType::fp32: REQUIRE(got == src); break;
+                    // Independent reference: the hardware/compiler conversions, round to nearest.
+                    case WeightType::fp16: REQUIRE(got == float(static_cast<_Float16>(src))); break;
+                    case WeightType::bf16:  // 8 significant bits, round to nearest: relative error ≤ 2^-8
+                        REQUIRE(std::fabs(got - src) <= std::fabs(src) * 0x1p-8f); break;
+                    case WeightType::q8_0:  // half a step of d = amax/127, plus fp16 rounding of d
+                        REQUIRE(std::fabs(got - src) <= amax / 127 * 0.5f * 1.01f + 1e-7f); break;
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal the plain loops") {
+    if (!glass::fast::cpu_has_avx512()) {
+        MESSAGE("no AVX-512 on this CPU: only the portable kernels run");
+        return;
+    }
+    const auto fast = glass::fast::best_kernels();
+    const auto plain = glass::fast::portable_kernels();
+    // Odd sizes exercise the padded last panel, a partial Q8 block, partial token tiles and a
+    // partial 256-input chunk.
+    const int rows = 77, cols = 300, n = 29;
+    const auto w = random_vector(rows * cols, 2);
+    const auto x = random_vector(size_t(n) * cols, 3);
+    alignas(64) static float scratch[glass::fast::kScratchFloats];
+    for (WeightType type : kAllTypes) {
+        CAPTURE(glass::fast::to_string(type));
+        std::vector<unsigned char> buf(size_t(glass::fast::packed_bytes(rows, cols, type)) + 64, 0);
+        auto* aligned = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(buf.data()) + 63) / 64 * 64);
+        const auto m = glass::fast::pack_matrix(w.data(), rows, cols, type, aligned);
+        for (bool accumulate : {false, true}) {
+            std::vector<float> y_fast(size_t(n) * rows, 0.5f), y_plain(size_t(n) * rows, 0.5f);
+            fast.matmul(m, x.data(), cols, n, y_fast.data(), rows, 0, m.panels(), accumulate, scratch);
+            plain.matmul(m, x.data(), cols, n, y_plain.data(), rows, 0, m.panels(), accumulate, nullptr);
+            CHECK(relative_error(y_fast, y_plain) < 1e-5);  // same products, another summation order
+            std::vector<float> v_fast(size_t(rows), 0.5f), v_plain(size_t(rows), 0.5f);
+            fast.matvec(m, x.data(), v_fast.data(), 0, m.panels(), accumulate);
+            plain.matvec(m, x.data(), v_plain.data(), 0, m.panels(), accumulate);
+            CHECK(relative_error(v_fast, v_plain) < 1e-5);
+        }
+    }
+    // Attention and MLP helpers, against the scalar definitions (std::exp).
+    auto a = random_vector(83, 4), b = random_vector(83, 5);
+    CHECK(std::fabs(fast.dot(a.data(), b.data(), 83) - plain.dot(a.data(), b.data(), 83)) < 1e-5);
+    for (float& v : a) v *= 30;  // scores and gates span e^±30
+    auto s_fast = a, s_plain = a;
+    fast.softmax(s_fast.data(), 83);
+    plain.softmax(s_plain.data(), 83);
+    CHECK(relative_error(s_fast, s_plain) < 1e-5);  // exp16: ~1e-7 relative per value
+    auto g_fast = a, g_plain = a;
+    fast.silu_mul(g_fast.data(), b.data(), 83);
+    plain.silu_mul(g_plain.data(), b.data(), 83);
+    CHECK(relative_error(g_fast, g_plain) < 1e-5);
+}
+
+namespace {
+
+// prefill(prompt) then decode(each of `next`) on both sessions; the worst relative error over
+// every logits row returned.
+double worst_error(glass::Session& ref, glass::Session& fast, const std::vector<int>& prompt,
+                   const std::vector<int>& next) {
+    auto copy = [](std::span<const float> s) { return std::vector<float>(s.begin(), s.end()); };
+    double worst = relative_error(fast.prefill(prompt), copy(ref.prefill(prompt)));
+    for (int id : next) {
+        const std::vector<float> want = copy(ref.decode(id));
+        worst = std::max(worst, relative_error(fast.decode(id), want));
+    }
+    REQUIRE(fast.position() == ref.position());
+    return worst;
+}
+
+}  // namespace
+
+TEST_CASE("FastCpuSession fp32 equals CpuSession on the shipped model (1 and 2 threads, chunked prefill)") {
+    const auto& model = test::shipped();
+    const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
+    const std::vector<int> next = {376, 298, 315, 421, 395, 317, 426, 338};
+    for (int threads : {1, 2})
+        for (bool portable : {false, true})
+            for (int chunk : {512, 4}) {  // 4: the 9-token prompt goes through in 3 passes
+                CAPTURE(threads);
+                CAPTURE(portable);
+                CAPTURE(chunk);
+                glass::CpuSession ref(model);
+                FastCpuSession fast(model, {threads, WeightType::fp32, portable, chunk});
+                CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
+                // hidden_dim 172 is padded to 192 rows in W1/W3's last panel: those zeros are read too.
+                CHECK(fast.weight_bytes() > model.weight_bytes);
+            }
+}
+
+TEST_CASE("FastCpuSession fp32 equals CpuSession on generated shapes: GQA, own classifier, long prompt") {
+    glass::ModelConfig c;
+    SUBCASE("grouped-query attention, nothing a multiple of 32") {
+        c.dim = 96; c.hidden_dim = 200; c.n_layers = 2; c.n_heads = 6; c.n_kv_heads = 2;
+        c.vocab_size = 300; c.seq_len = 80; c.shared_classifier = false;
+    }
+    SUBCASE("multiples of 32: the packed bytes are exactly the checkpoint's") {
+        c.dim = 64; c.hidden_dim = 128; c.n_layers = 3; c.n_heads = 4; c.n_kv_heads = 4;
+        c.vocab_size = 96; c.seq_len = 80; c.shared_classifier = true;
+    }
+    const glass::Model model = glass::fast::random_model_in_memory(c, 7);
+    std::vector<int> prompt;
+    for (int i = 0; i < 50; ++i) prompt.push_back((i * 37 + 11) % c.vocab_size);  // 4+ token tiles
+    const std::vector<int> next = {5, 17, 42, 3, 88};
+    glass::CpuSession ref(model);
+    FastCpuSession fast(model, {2, WeightType::fp32, false, 512});
+    CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
+    if (c.hidden_dim % 32 == 0 && c.vocab_size % 32 == 0 && c.kv_dim() % 32 == 0)
+        CHECK(fast.weight_bytes() == model.weight_bytes);
+    // reset() starts a new sequence: the same prompt gives the same logits again.
+    ref.reset();
+    fast.reset();
+    CHECK(worst_error(ref, fast, prompt, {}) <= 1e-5);
+}
+
+TEST_CASE("bad input: token ids and context length are checked before anything changes") {
+    FastCpuSession fast(test::shipped(), {2, WeightType::fp32, false, 512});
+    const std::vector<int> bad = {1, 512};
+    CHECK_THROWS_WITH_AS(fast.prefill(bad), doctest::Contains("token id 512"), glass::Error);
+    CHECK(fast.position() == 0);
+    CHECK_THROWS_WITH_AS(fast.decode(-1), doctest::Contains("token id -1"), glass::Error);
+    CHECK_THROWS_AS(fast.prefill(std::span<const int>()), glass::Error);
+    const std::vector<int> too_long(513, 1);
+    CHECK_THROWS_WITH_AS(fast.prefill(too_long), doctest::Contains("513 tokens"), glass::Error);
+    CHECK_THROWS_WITH_AS(FastCpuSession(test::shipped(), {0, WeightType::fp32, false, 512}),
+                         doctest::Contains("thread count 0"), glass::Error);
+    CHECK_THROWS_WITH_AS(glass::fast::weight_type_from_string("fp8"), doctest::Contains("'fp8'"), glass::Error);
+}
+
+TEST_CASE("decode allocates nothing: buffers are sized when the session is built") {
+    for (WeightType type : kAllTypes) {
+        CAPTURE(glass::fast::to_string(type));
+        FastCpuSession fast(test::shipped(), {2, type, false, 512});
+        const std::vector<int> prompt = {1, 403, 407};
+        fast.prefill(prompt);
+        const long before = g_allocations.load();
+        float checksum = 0;
+        for (int i = 0; i < 50; ++i) checksum += fast.decode(100 + i)[0];
+        const long after = g_allocations.load();
+        CHECK(after - before == 0);
+        CHECK(std::isfinite(checksum));
+        // The counter does count: a vector allocates once.
+        { std::vector<int> v(10); CHECK(g_allocations.load() == after + 1); }
+    }
+}
+
+namespace {
+
+// Tolerances for reduced-precision weights, as max |logit error| / max |logit| against the fp32
+// reference. Each weight is rounded independently, so the logits move by about one unit
+// roundoff of the format (the errors of many weights partly cancel); we allow 4× that:
+//   fp16: 10 stored mantissa bits, unit roundoff 2^-11 ≈ 4.9e-4      -> 2e-3  (measured 4.6e-4)
+//   bf16:  7 stored mantissa bits, unit roundoff 2^-8  ≈ 3.9e-3      -> 1.6e-2 (measured 4.0e-3)
+//   Q8_0: error ≤ d/2 = max|w|/254 per weight, ≈ 1.2 % of a typical
+//         weight (max|w| ≈ 3 typical in a block of 32)              -> 5e-2  (measured 1.5e-2)
+double tolerance(WeightType type) {
+    switch (type) {
+        case WeightType::fp32: return 1e-5;
+        case WeightType::fp16: return 2e-3;
+        case WeightType::bf16: return 1.6e-2;
+        case WeightType::q8_0: return 5e-2;
+    }
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("reduced-precision weights stay within their stated tolerance of the fp32 reference") {
+    const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
+    const std::vector<int> next = {376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337, 410, 408, 419};
+    for (WeightType type : kAllTypes) {
+        CAPTURE(std::string(glass::fast::to_string(type)));
+        glass::CpuSession ref(test::shipped());
+        FastCpuSession fast(test::shipped(), {2, type, false, 512});
+        const double error = worst_error(ref, fast, prompt, next);
+        CHECK(error <= tolerance(type));
+        if (type != WeightType::fp32) CHECK(error > 1e-5);  // the weights really were rounded
+    }
+}
+
+// Greedy generation is the sharpest end-to-end check: one wrong logit anywhere in 256 steps
+// changes the story. fp32 and fp16 reproduce every golden exactly (measured). bf16 and Q8_0
+// may pick the other token where the reference's top two logits are closer than their error:
+// at the first differing step the golden's top1 − top2 margin must be within twice the
+// tolerance (each logit can move by tolerance × scale, using the top logit as the scale).
+TEST_CASE("greedy generation on the shipped model matches run.c's goldens (fp32, fp16 exactly)") {
+    for (WeightType type : kAllTypes) {
+        CAPTURE(std::string(glass::fast::to_string(type)));
+        int exact = 0, cases = 0, earliest = 1 << 30;
+        for (const auto& g : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
+            CAPTURE(g["case"].get<std::string>());
+            FastCpuSession fast(test::shipped(), {2, type, false, 512});
+            glass::GenerateOptions o;
+            o.sampling.temperature = 0.0f;
+            const auto want = test::ids_of(g["generated_ids"]);
+            o.max_new_tokens = static_cast<int>(want.size());
+            const auto r = glass::generate(fast, test::shipped_tok(), g["prompt"].get<std::string>(), o);
+            REQUIRE(r.prompt_ids == test::ids_of(g["prompt_ids"]));
+            size_t i = 0;
+            while (i < want.size() && i < r.generated_ids.size() && r.generated_ids[i] == want[i]) ++i;
+            ++cases;
+            if (i == want.size() && r.generated_ids.size() == want.size()) {
+                ++exact;
+                continue;
+            }
+            earliest = std::min(earliest, static_cast<int>(i));
+            if (type == WeightType::fp32 || type == WeightType::fp16) {
+                FAIL_CHECK("differs from run.c at generated token " << i);
+                continue;
+            }
+            const double top1 = g["top1_logits"][i].get<double>(), top2 = g["top2_logits"][i].get<double>();
+            CHECK(top1 - top2 <= 2 * tolerance(type) * std::fabs(top1));
+        }
+        MESSAGE(std::string(glass::fast::to_string(type)) << " weights: " << exact << " of " << cases
+                << " golden cases identical; earliest difference at generated token "
+                << (exact == cases ? -1 : earliest));
+    }
+}

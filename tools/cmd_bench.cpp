@@ -1,0 +1,84 @@
+// glass bench — prefill and decode speed of the fast CPU path, as medians of several runs.
+//
+//   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]
+//               [--weights fp32|fp16|bf16|q8] [--probes] [--json]
+// --probes also measures read bandwidth and FMA peak with the same threads and prints the
+// ratios (decode: weight bytes × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak).
+#include <thread>
+
+#include "cli.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/fast/benchmark.hpp"
+#include "glass/fast/fast_session.hpp"
+
+namespace cli {
+
+int cmd_bench(int argc, char** argv) {
+    Flags flags("bench", {{"-m", true}, {"--threads", true}, {"--prompt-len", true}, {"--gen", true},
+                          {"--runs", true}, {"--weights", true}, {"--probes", false}, {"--json", false}});
+    flags.parse(argc, argv, 2);
+    if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
+    if (!flags.has("-m")) throw UsageError("glass bench needs a model: -m FILE (glass random-model makes one)");
+    const int threads = flags.number<int>("--threads").value_or(
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    const int prompt_len = flags.number<int>("--prompt-len").value_or(128);
+    const int gen = flags.number<int>("--gen").value_or(32);
+    const int runs = flags.number<int>("--runs").value_or(5);
+    if (threads < 1 || threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(threads));
+    if (prompt_len < 1) throw UsageError("--prompt-len must be ≥ 1, got " + std::to_string(prompt_len));
+    if (gen < 1) throw UsageError("--gen must be ≥ 1, got " + std::to_string(gen));
+    if (runs < 5) throw UsageError("--runs must be ≥ 5 (medians need several runs), got " + std::to_string(runs));
+    const auto weights = glass::fast::weight_type_from_string(flags.get("--weights", "fp32"));
+
+    const glass::Model model = glass::load_llama2c_checkpoint(flags.get("-m", ""));
+    const glass::ModelConfig& c = model.config;
+    if (prompt_len + gen > c.seq_len)
+        glass::fail("--prompt-len ", prompt_len, " + --gen ", gen, " exceeds the context window of ", c.seq_len);
+    auto t0 = std::chrono::steady_clock::now();
+    glass::fast::FastCpuSession session(model, {threads, weights, false, 512});
+    const double pack_s = glass::fast::seconds_since(t0);
+    const auto speeds = glass::fast::measure_phases(session, prompt_len, gen, runs);
+    const auto& pf = speeds.prefill_tokens_per_s;
+    const auto& dc = speeds.decode_tokens_per_s;
+    const double bytes = static_cast<double>(session.weight_bytes());
+    const double flops_per_prompt = glass::fast::prefill_flops(c, prompt_len);
+
+    std::printf("model %s: dim %d, hidden %d, %d layers, %d/%d heads, vocab %d | %s weights, %s kernels, "
+                "%d threads (packed in %.1f s)\n",
+                flags.get("-m", "").c_str(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
+                c.vocab_size, glass::fast::to_string(weights), session.kernel_name(), threads, pack_s);
+    std::printf("prefill (%d tokens): %.1f tokens/s median [%.1f – %.1f] = %.1f GFLOP/s\n", prompt_len,
+                pf.median, pf.min, pf.max, flops_per_prompt * pf.median / prompt_len / 1e9);
+    std::printf("decode (%d tokens):  %.2f tokens/s median [%.2f – %.2f] = %.1f GB/s of weights (%.1f MB/token)\n",
+                gen, dc.median, dc.min, dc.max, bytes * dc.median / 1e9, bytes / 1e6);
+    nlohmann::json j = {
+        {"model", flags.get("-m", "")}, {"threads", threads}, {"precision", glass::fast::to_string(weights)},
+        {"kernels", session.kernel_name()}, {"prompt_len", prompt_len}, {"gen", gen}, {"runs", runs},
+        {"prefill_tokens_per_s", pf.median}, {"prefill_tokens_per_s_range", {pf.min, pf.max}},
+        {"decode_tokens_per_s", dc.median}, {"decode_tokens_per_s_range", {dc.min, dc.max}},
+        {"weight_bytes_per_token", session.weight_bytes()},
+        {"decode_weight_bytes_per_s", bytes * dc.median},
+        {"prefill_flops_per_s", flops_per_prompt * pf.median / prompt_len},
+    };
+    if (flags.has("--probes")) {
+        const auto bw = glass::fast::read_bandwidth_probe(threads);
+        const auto peak = glass::fast::fma_peak_probe(threads);
+        const double decode_ratio = bytes * dc.median / bw.median;
+        const double prefill_ratio = flops_per_prompt * pf.median / prompt_len / peak.median;
+        std::printf("probes (%d threads): read %.1f GB/s [%.1f – %.1f], FMA peak %.1f GFLOP/s [%.1f – %.1f]\n",
+                    threads, bw.median / 1e9, bw.min / 1e9, bw.max / 1e9, peak.median / 1e9,
+                    peak.min / 1e9, peak.max / 1e9);
+        std::printf("decode at %.0f %% of read bandwidth; prefill at %.0f %% of FMA peak\n",
+                    100 * decode_ratio, 100 * prefill_ratio);
+        j["read_bandwidth_bytes_per_s"] = bw.median;
+        j["read_bandwidth_range"] = {bw.min, bw.max};
+        j["fma_peak_flops_per_s"] = peak.median;
+        j["fma_peak_range"] = {peak.min, peak.max};
+        j["decode_bandwidth_ratio"] = decode_ratio;
+        j["prefill_fma_ratio"] = prefill_ratio;
+    }
+    if (flags.has("--json")) std::printf("%s\n", dump(j).c_str());
+    return 0;
+}
+
+}  // namespace cli

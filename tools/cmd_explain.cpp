@@ -1,0 +1,359 @@
+// glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--json] [--html FILE]
+//               [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
+//
+// The journey of one request, printed stage by stage: the prompt's pieces and ids, the embedding
+// row of each id, what every attention head looked at and how the residual stream grew in every
+// layer, the top-5 next tokens, the sampling decision, and the KV cache's size after the prefill
+// and after each of N decode steps. The forward pass is the reference one (transformer.hpp),
+// observed through a glass::ForwardTrace; nothing is recomputed on the side.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli.hpp"
+#include "explain.hpp"
+#include "glass/glass.hpp"
+
+namespace cli {
+namespace {
+
+constexpr int kTopPositionsPerHead = 3;  // attended positions shown per head
+constexpr int kTopTokens = 5;            // next-token candidates shown per step
+constexpr int kEmbeddingValuesShown = 8; // leading values of each embedding row
+
+// The KV cache, measured three ways, after a step. They must agree (C8/C9); a disagreement is a
+// bug in glass, reported as an error rather than printed as if it were fine.
+KvRecord measure_kv_cache(const glass::ModelConfig& c, const glass::KVCache& cache) {
+    KvRecord kv{};
+    kv.tokens = cache.length();
+    // 2 (K and V) · layers · KV heads · head_dim · 4 bytes (fp32) · tokens.
+    kv.formula_bytes = std::int64_t{2} * c.n_layers * c.n_kv_heads * c.head_dim() * 4 * kv.tokens;
+    kv.cache_bytes_used = cache.bytes_used(c);
+    kv.cache_bytes_in_rows = 0;
+    for (int l = 0; l < c.n_layers; ++l)
+        kv.cache_bytes_in_rows += static_cast<std::int64_t>(
+            (cache.keys(l, kv.tokens).size() + cache.values(l, kv.tokens).size()) * sizeof(float));
+    kv.cache_bytes_reserved = cache.bytes_reserved();
+    const std::int64_t reserved_by_formula = kv.formula_bytes / std::max(kv.tokens, 1) * cache.capacity();
+    if (kv.cache_bytes_used != kv.formula_bytes || kv.cache_bytes_in_rows != kv.formula_bytes ||
+        kv.cache_bytes_reserved != reserved_by_formula)
+        glass::fail("KV cache check failed at ", kv.tokens, " tokens: formula ", kv.formula_bytes,
+                    " B, KVCache reports ", kv.cache_bytes_used, " B used and ", kv.cache_bytes_in_rows,
+                    " B in its rows, ", kv.cache_bytes_reserved, " B reserved (formula: ",
+                    reserved_by_formula, " B)");
+    return kv;
+}
+
+// Keeps what the trace saw: every computed position's attention rows (trimmed to the positions it
+// could see), and for the step's last position, each layer's residual norms and top heads.
+std::vector<LayerRecord> record_trace(const glass::ForwardTrace& trace, Explanation& e) {
+    const Eigen::Index n = trace.layers.front().attention.front().rows();
+    for (Eigen::Index i = 0; i < n; ++i) {
+        const int position = trace.start_pos + static_cast<int>(i);
+        auto& at_position = e.attention.emplace_back();  // [layer][head] -> weights [position + 1]
+        for (const glass::LayerTrace& layer : trace.layers) {
+            auto& at_layer = at_position.emplace_back();
+            for (const glass::RowMatrix& head : layer.attention)
+                at_layer.emplace_back(head.row(i).data(), head.row(i).data() + position + 1);
+        }
+    }
+    std::vector<LayerRecord> layers;
+    for (const glass::LayerTrace& layer : trace.layers) {
+        LayerRecord r{layer.residual_norm_after_attention(n - 1), layer.residual_norm_after_mlp(n - 1), {}};
+        const auto& at_layer = e.attention.back()[layers.size()];
+        for (int h = 0; h < static_cast<int>(at_layer.size()); ++h) {
+            HeadFocus focus{h, h / (e.n_heads / e.n_kv_heads), {}};
+            for (int p = 0; p < static_cast<int>(at_layer[h].size()); ++p) focus.top.push_back({p, at_layer[h][p]});
+            std::stable_sort(focus.top.begin(), focus.top.end(),
+                             [](const AttendedPosition& a, const AttendedPosition& b) { return a.weight > b.weight; });
+            focus.top.resize(std::min<size_t>(focus.top.size(), kTopPositionsPerHead));
+            r.heads.push_back(focus);
+        }
+        layers.push_back(r);
+    }
+    return layers;
+}
+
+// Top-5 by the model's own distribution, then the choice under the requested sampling rule.
+void decide(std::span<const float> logits, const glass::SamplingParams& params, glass::Llama2cRng& rng,
+            const glass::Tokenizer& tok, StepRecord& step) {
+    const std::vector<float> probs = glass::probabilities(logits, 1.0f);
+    const std::vector<glass::Candidate> ranked = glass::sorted_candidates(probs);
+    for (int k = 0; k < kTopTokens && k < static_cast<int>(ranked.size()); ++k)
+        step.top.push_back({ranked[k].id, tok.piece(ranked[k].id), logits[ranked[k].id], ranked[k].p});
+
+    Decision& d = step.decision;
+    if (params.temperature == 0.0f) {
+        d.rule = "greedy";
+    } else {
+        d.rule = "sample";
+        glass::Llama2cRng peek = rng;  // the draw glass::sample is about to make
+        d.coin = peek.next_f32();
+        std::vector<glass::Candidate> kept = glass::sorted_candidates(glass::probabilities(logits, params.temperature));
+        glass::keep_top_k(kept, params.top_k);
+        glass::keep_min_p(kept, params.min_p);
+        glass::keep_top_p(kept, params.top_p);
+        d.candidates = static_cast<int>(kept.size());
+    }
+    d.id = glass::sample(logits, params, rng);
+    d.piece = tok.piece(d.id);
+    d.probability = probs[static_cast<size_t>(d.id)];
+}
+
+// One forward pass over `ids` with the trace on; records everything about it.
+int run_step(const glass::Model& model, const glass::Tokenizer& tok, glass::KVCache& cache,
+             const std::vector<int>& ids, const glass::SamplingParams& params, glass::Llama2cRng& rng,
+             Explanation& e) {
+    StepRecord step;
+    step.kind = cache.length() == 0 ? "prefill" : "decode";
+    step.first_position = cache.length();
+    step.input_ids = ids;
+    for (int id : ids) {
+        const auto row = model.embedding_table().row(id);
+        e.embedding_rows.emplace_back(row.data(), row.data() + std::min<Eigen::Index>(row.size(), kEmbeddingValuesShown));
+    }
+    glass::ForwardTrace trace;
+    const std::vector<float> logits = glass::transformer_forward(model, cache, ids, &trace);
+    step.layers = record_trace(trace, e);
+    decide(logits, params, rng, tok, step);
+    step.kv = measure_kv_cache(model.config, cache);
+    e.steps.push_back(step);
+    return step.decision.id;
+}
+
+std::string shown(const Explanation& e, int position) { return quoted(e.tokens[static_cast<size_t>(position)].piece); }
+
+void print_step(const Explanation& e, const StepRecord& s) {
+    const int last = s.first_position + static_cast<int>(s.input_ids.size()) - 1;
+    if (s.kind == "prefill")
+        std::printf("\n[3-5 prefill] positions 0..%d go through %d layers in one pass (RoPE on q and k,\n"
+                    "  attention, MLP); shown: the last position, %d %s\n", last, e.n_layers, last, shown(e, last).c_str());
+    else
+        std::printf("\n[3-5 decode step %d] position %d, id %d %s: only its row is computed; attention reads\n"
+                    "  the cached K/V of positions 0..%d\n", static_cast<int>(&s - &e.steps[0]), last,
+                    s.input_ids[0], shown(e, last).c_str(), last);
+    for (size_t l = 0; l < s.layers.size(); ++l) {
+        const LayerRecord& r = s.layers[l];
+        std::printf("  layer %zu  residual stream |x|: %.4f after attention, %.4f after MLP\n", l,
+                    r.residual_norm_after_attention, r.residual_norm_after_mlp);
+        for (const HeadFocus& h : r.heads) {
+            std::printf("    head %d (kv %d) looks at", h.head, h.kv_head);
+            for (const AttendedPosition& a : h.top)
+                std::printf("  %3d %-10s %.3f", a.position, shown(e, a.position).c_str(), a.weight);
+            std::printf("\n");
+        }
+    }
+    const KvRecord& kv = s.kv;
+    std::printf("[6 KV cache] %d tokens x 2 (K,V) x %d layers x %d KV heads x %d head_dim x 4 B = %lld B\n"
+                "  KVCache: %lld B in use, %lld B in its K/V rows, %lld B reserved for %d positions: agree\n",
+                kv.tokens, e.n_layers, e.n_kv_heads, e.head_dim, static_cast<long long>(kv.formula_bytes),
+                static_cast<long long>(kv.cache_bytes_used), static_cast<long long>(kv.cache_bytes_in_rows),
+                static_cast<long long>(kv.cache_bytes_reserved), e.seq_len);
+    std::printf("[7 logits -> top-%d] probability = softmax of the %d logits\n", kTopTokens, e.vocab_size);
+    for (const TopToken& t : s.top)
+        std::printf("  %5d %-14s p=%.4f  (logit %+.3f)\n", t.id, quoted(t.piece).c_str(), t.probability, t.logit);
+    const Decision& d = s.decision;
+    if (d.rule == "greedy")
+        std::printf("[8 sample] greedy: the largest logit wins -> id %d %s (p=%.4f)\n", d.id,
+                    quoted(d.piece).c_str(), d.probability);
+    else
+        std::printf("[8 sample] coin %.4f lands among the %d candidates left by temperature/top-k/min-p/top-p\n"
+                    "  -> id %d %s (p=%.4f)\n", d.coin, d.candidates, d.id, quoted(d.piece).c_str(), d.probability);
+}
+
+void print_text(const Explanation& e) {
+    std::printf("glass explain: one request through the model, stage by stage\n"
+                "model %s: dim %d, %d layers, %d query heads sharing %d KV heads (head_dim %d),\n"
+                "  MLP hidden %d, vocabulary %d, context %d\n",
+                e.model_path.c_str(), e.dim, e.n_layers, e.n_heads, e.n_kv_heads, e.head_dim, e.hidden_dim,
+                e.vocab_size, e.seq_len);
+    if (e.temperature == 0.0f)
+        std::printf("prompt %s; %d decode step%s; greedy\n", quoted(e.prompt).c_str(), e.decode_steps_requested,
+                    e.decode_steps_requested == 1 ? "" : "s");
+    else
+        std::printf("prompt %s; %d decode step%s; temperature %g, top-p %g, top-k %d, min-p %g, seed %llu\n",
+                    quoted(e.prompt).c_str(), e.decode_steps_requested, e.decode_steps_requested == 1 ? "" : "s",
+                    e.temperature, e.top_p, e.top_k,
+                    e.min_p, static_cast<unsigned long long>(e.seed));
+
+    const StepRecord& prefill = e.steps.front();
+    std::printf("\n[1 tokenize] text -> %zu piece%s -> ids (BOS first)\n  position     id  piece\n",
+                prefill.input_ids.size(), prefill.input_ids.size() == 1 ? "" : "s");
+    for (size_t p = 0; p < prefill.input_ids.size(); ++p)
+        std::printf("  %8zu %6d  %s\n", p, e.tokens[p].id, quoted(e.tokens[p].piece).c_str());
+
+    std::printf("\n[2 embed] each id picks one row of the embedding table [%d, %d]; its first %d values:\n",
+                e.vocab_size, e.dim, e.embedding_values_shown);
+    for (size_t p = 0; p < prefill.input_ids.size(); ++p) {
+        std::printf("  position %zu %-10s", p, quoted(e.tokens[p].piece).c_str());
+        for (float v : e.embedding_rows[p]) std::printf(" %+.4f", v);
+        std::printf("\n");
+    }
+
+    for (const StepRecord& s : e.steps) print_step(e, s);
+
+    std::printf("\nresult: %s + %s (stopped: %s)\n", quoted(e.prompt).c_str(), quoted(e.text).c_str(),
+                e.stop == "steps" ? "ran the requested decode steps" :
+                e.stop == "bos" ? "the model emitted BOS, the end of a story" : "the model emitted EOS");
+}
+
+}  // namespace
+
+// An fp32 value as the shortest decimal that reads back as the same float (9 significant digits),
+// not as the 17 digits of the double it widens to: exact, and half the size.
+static double exact_float(float x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));
+    return std::strtod(buf, nullptr);
+}
+
+static nlohmann::json floats(const std::vector<float>& values) {
+    nlohmann::json out = nlohmann::json::array();
+    for (float v : values) out.push_back(exact_float(v));
+    return out;
+}
+
+nlohmann::json to_json(const Explanation& e) {
+    using nlohmann::json;
+    json tokens = json::array();
+    for (const TokenRecord& t : e.tokens)
+        tokens.push_back({{"position", t.position}, {"id", t.id}, {"piece", t.piece}, {"role", t.role}});
+    json steps = json::array();
+    for (const StepRecord& s : e.steps) {
+        json layers = json::array();
+        for (const LayerRecord& r : s.layers) {
+            json heads = json::array();
+            for (const HeadFocus& h : r.heads) {
+                json top = json::array();
+                for (const AttendedPosition& a : h.top) top.push_back({{"position", a.position}, {"weight", exact_float(a.weight)}});
+                heads.push_back({{"head", h.head}, {"kv_head", h.kv_head}, {"top", top}});
+            }
+            layers.push_back({{"residual_norm_after_attention", exact_float(r.residual_norm_after_attention)},
+                              {"residual_norm_after_mlp", exact_float(r.residual_norm_after_mlp)},
+                              {"heads", heads}});
+        }
+        json top = json::array();
+        for (const TopToken& t : s.top)
+            top.push_back({{"id", t.id}, {"piece", t.piece}, {"logit", exact_float(t.logit)},
+                           {"probability", exact_float(t.probability)}});
+        json decision = {{"rule", s.decision.rule}, {"id", s.decision.id}, {"piece", s.decision.piece},
+                         {"probability", exact_float(s.decision.probability)}};
+        if (s.decision.rule == "sample") {
+            decision["coin"] = exact_float(s.decision.coin);
+            decision["candidates"] = s.decision.candidates;
+        }
+        steps.push_back({{"kind", s.kind},
+                         {"first_position", s.first_position},
+                         {"input_ids", s.input_ids},
+                         {"layers", layers},
+                         {"top5", top},
+                         {"decision", decision},
+                         {"kv_cache", {{"tokens", s.kv.tokens},
+                                       {"formula_bytes", s.kv.formula_bytes},
+                                       {"cache_bytes_used", s.kv.cache_bytes_used},
+                                       {"cache_bytes_in_rows", s.kv.cache_bytes_in_rows},
+                                       {"cache_bytes_reserved", s.kv.cache_bytes_reserved}}}});
+    }
+    json embedding_rows = json::array();
+    for (const std::vector<float>& row : e.embedding_rows) embedding_rows.push_back(floats(row));
+    json attention = json::array();  // [position][layer][head] -> weights
+    for (const auto& at_position : e.attention) {
+        json layers = json::array();
+        for (const auto& at_layer : at_position) {
+            json heads = json::array();
+            for (const std::vector<float>& weights : at_layer) heads.push_back(floats(weights));
+            layers.push_back(heads);
+        }
+        attention.push_back(layers);
+    }
+    std::vector<int> prompt_ids, generated_ids;
+    for (const TokenRecord& t : e.tokens) (t.role == "prompt" ? prompt_ids : generated_ids).push_back(t.id);
+    return {{"model", {{"path", e.model_path}, {"tokenizer", e.tokenizer_path}, {"dim", e.dim},
+                       {"hidden_dim", e.hidden_dim}, {"n_layers", e.n_layers}, {"n_heads", e.n_heads},
+                       {"n_kv_heads", e.n_kv_heads}, {"head_dim", e.head_dim}, {"vocab_size", e.vocab_size},
+                       {"seq_len", e.seq_len}}},
+            {"prompt", e.prompt},
+            {"decode_steps", e.decode_steps_requested},
+            {"sampling", {{"temperature", as_decimal(e.temperature)}, {"top_p", as_decimal(e.top_p)},
+                          {"top_k", e.top_k}, {"min_p", as_decimal(e.min_p)}, {"seed", e.seed}}},
+            {"tokens", tokens},
+            {"prompt_ids", prompt_ids},
+            {"generated_ids", generated_ids},
+            {"text", e.text},
+            {"stop", e.stop},
+            {"embedding", {{"values_shown", e.embedding_values_shown}, {"rows", embedding_rows}}},
+            {"steps", steps},
+            {"attention", attention}};
+}
+
+int cmd_explain(int argc, char** argv) {
+    Flags flags("explain", {{"-m", true}, {"-t", true}, {"-p", true}, {"-n", true}, {"--json", false},
+                            {"--html", true}, {"--temperature", true}, {"--top-p", true}, {"--top-k", true},
+                            {"--min-p", true}, {"--seed", true}});
+    flags.parse(argc, argv, 2);
+    if (!flags.positional().empty())
+        throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
+    if (!flags.has("-p")) throw UsageError("glass explain needs a prompt: -p PROMPT");
+    const int decode_steps = flags.number<int>("-n").value_or(4);
+    if (decode_steps < 0)
+        throw UsageError("-n (decode steps) must be >= 0, got " + std::to_string(decode_steps));
+    if (flags.has("--html") && flags.get("--html", "").empty()) throw UsageError("--html needs a file name");
+
+    glass::SamplingParams params;  // greedy unless asked otherwise: an explanation should repeat
+    params.temperature = flags.number<float>("--temperature").value_or(0.0f);
+    params.top_p = flags.number<float>("--top-p").value_or(0.9f);
+    params.top_k = flags.number<int>("--top-k").value_or(0);
+    params.min_p = flags.number<float>("--min-p").value_or(0.0f);
+    glass::validate(params);
+
+    Explanation e{};
+    e.model_path = flags.get("-m", kDefaultModel);
+    e.tokenizer_path = flags.get("-t", kDefaultTokenizer);
+    e.prompt = flags.get("-p", "");
+    const glass::Model model = glass::load_llama2c_checkpoint(e.model_path);
+    const auto tok = glass::Llama2cTokenizer::load(e.tokenizer_path, model.config.vocab_size);
+    const glass::ModelConfig& c = model.config;
+    e.dim = c.dim, e.hidden_dim = c.hidden_dim, e.n_layers = c.n_layers, e.n_heads = c.n_heads;
+    e.n_kv_heads = c.n_kv_heads, e.head_dim = c.head_dim(), e.vocab_size = c.vocab_size, e.seq_len = c.seq_len;
+    e.decode_steps_requested = decode_steps;
+    e.temperature = params.temperature, e.top_p = params.top_p, e.top_k = params.top_k, e.min_p = params.min_p;
+    e.seed = flags.number<std::uint64_t>("--seed").value_or(42);
+    e.embedding_values_shown = std::min(kEmbeddingValuesShown, c.dim);
+
+    const std::vector<int> prompt_ids = tok.encode(e.prompt, /*add_bos=*/true, /*add_eos=*/false);
+    const int n_prompt = static_cast<int>(prompt_ids.size());
+    if (static_cast<std::int64_t>(n_prompt) + decode_steps > c.seq_len)
+        glass::fail("prompt of ", n_prompt, " tokens plus ", decode_steps, " decode steps needs ",
+                    static_cast<std::int64_t>(n_prompt) + decode_steps,
+                    " positions, more than the context window of ", c.seq_len);
+    for (int p = 0; p < n_prompt; ++p) e.tokens.push_back({p, prompt_ids[p], tok.piece(prompt_ids[p]), "prompt"});
+
+    // The request: prefill the prompt, then feed each chosen token back for N decode steps.
+    glass::KVCache cache(c);
+    glass::Llama2cRng rng(e.seed);
+    int next = run_step(model, tok, cache, prompt_ids, params, rng, e);
+    int prev = prompt_ids.back();
+    glass::Utf8Stream text;
+    e.stop = "steps";
+    for (int step = 0;; ++step) {
+        e.tokens.push_back({cache.length(), next, tok.piece(next), "next"});
+        if (next == tok.bos_id() || next == tok.eos_id()) {
+            e.stop = next == tok.bos_id() ? "bos" : "eos";
+            break;
+        }
+        e.text += text.push(tok.decode(prev, next));
+        if (step == decode_steps) break;
+        e.tokens.back().role = "generated";  // it goes through the model now
+        prev = next;
+        next = run_step(model, tok, cache, {next}, params, rng, e);
+    }
+    e.text += text.finish();
+
+    const nlohmann::json j = to_json(e);
+    if (flags.has("--html")) write_explain_html(flags.get("--html", ""), j);  // fails before printing
+    print_text(e);
+    if (flags.has("--json")) std::cout << dump(j) << "\n";
+    return 0;
+}
+
+}  // namespace cli
