@@ -4,6 +4,8 @@
 //   glass tokenize --tiktoken FILE --pattern r50k|cl100k|o200k [--json] [--] TEXT
 //                  (tiktoken's ordinary encoding: special-token text is plain text)
 //   glass tokenize --gpt2 encoder.json vocab.bpe [--json] [--] TEXT
+//   glass tokenize --gguf FILE.gguf [--json] [--] TEXT
+//                  (llama.cpp's tokenize without special-token parsing; user-defined tokens match)
 //   glass tokenize --hf tokenizer.json [--json] [--] TEXT
 //                  (Hugging Face's encode with add_special_tokens=False: special-token text in
 //                  TEXT becomes the special token; the file's normalizer applies)
@@ -12,6 +14,7 @@
 #include <memory>
 
 #include "cli.hpp"
+#include "glass/gguf_vocab.hpp"
 #include "glass/hf_loader.hpp"
 #include "glass/tiktoken_loader.hpp"
 #include "glass/tokenizer.hpp"
@@ -28,8 +31,6 @@ int cmd_tokenize(int argc, char** argv) {
     if (sources > 1) throw UsageError("give one of -t, --tiktoken, --gpt2, --hf, --gguf (got " + std::to_string(sources) + ")");
     if (flags.has("--pattern") && !flags.has("--tiktoken"))
         throw UsageError("--pattern goes with --tiktoken FILE");
-    if (flags.has("--gguf"))
-        throw UsageError("--gguf is not supported yet (llama.cpp vocabulary files come with a later change)");
 
     // --gpt2 takes two files: the flag's value is encoder.json, the next argument vocab.bpe.
     std::vector<std::string> positional = flags.positional();
@@ -56,6 +57,9 @@ int cmd_tokenize(int argc, char** argv) {
         ids = tok->encode(text, bos, eos);
     } else if (flags.has("--gpt2")) {
         tok = std::make_unique<glass::ByteLevelBpe>(glass::load_gpt2(flags.get("--gpt2", ""), vocab_bpe));
+        ids = tok->encode(text, bos, eos);
+    } else if (flags.has("--gguf")) {
+        tok = glass::load_gguf_tokenizer(flags.get("--gguf", ""));
         ids = tok->encode(text, bos, eos);
     } else if (flags.has("--hf")) {
         tok = glass::load_hf_tokenizer(flags.get("--hf", ""));

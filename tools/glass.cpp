@@ -35,6 +35,7 @@ void print_usage() {
         "  glass tokenize --tiktoken FILE --pattern r50k|cl100k|o200k [--json] [--] TEXT\n"
         "  glass tokenize --gpt2 encoder.json vocab.bpe [--json] [--] TEXT\n"
         "  glass tokenize --hf tokenizer.json [--json] [--] TEXT\n"
+        "  glass tokenize --gguf FILE.gguf [--json] [--] TEXT   (llama.cpp vocabulary files)\n"
         "      Pieces and ids of TEXT (any bytes). Vocabulary = every entry of the file.\n"
         "      --tiktoken: special-token text is plain text; --hf: it is the special token.\n"
         "  glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--json] [--html FILE]\n"

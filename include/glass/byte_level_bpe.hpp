@@ -50,6 +50,9 @@ struct ByteLevelVocab {
                                                // empty: tiktoken ranks (rank = id, see above)
     std::vector<std::string> split_patterns;   // applied in order (pretokenize.hpp)
     std::vector<SpecialToken> specials;        // ids may lie beyond `tokens`
+    std::vector<SpecialToken> always_split;    // matched in ALL text, before the split: Hugging
+                                               // Face added tokens that are not special,
+                                               // llama.cpp user-defined tokens (MPT's space runs)
     bool whole_word_first = true;  // a word that is itself a token is used as is (tiktoken,
                                    // HF ignore_merges); false: always merge from bytes (GPT-2, HF)
     bool nfc = false;              // NFC-normalize before splitting (Qwen)
@@ -73,17 +76,24 @@ public:
             special_text_[s.id] = s.text;
         }
         specials_ = SpecialMatcher(vocab_.specials);
+        always_split_ = SpecialMatcher(vocab_.always_split);
+        for (const SpecialToken& s : vocab_.always_split)
+            if (s.id < 0 || s.id >= vocab_size_) fail(name, ": added token '", s.text, "' has id ", s.id, " outside the vocabulary");
         if (vocab_.bos_id >= vocab_size_ || vocab_.eos_id >= vocab_size_)
             fail(name, ": BOS ", vocab_.bos_id, " / EOS ", vocab_.eos_id, " outside the vocabulary of ", vocab_size_);
         // Ordinary tokens only: a special token is never reached from ordinary text.
         bytes_to_id_.reserve(vocab_.tokens.size());
         for (int id = 0; id < static_cast<int>(vocab_.tokens.size()); ++id)
             if (!vocab_.tokens[id].empty() && !is_special_[id]) bytes_to_id_.emplace(vocab_.tokens[id], id);
+        // Byte-level BPE starts every word from single-byte tokens. A few vocabularies
+        // (DeepSeek's) leave out bytes that never occur in valid UTF-8 (0xC0, 0xC1, 0xF5..0xFF);
+        // text containing one of those cannot be encoded and is refused in encode_ordinary.
+        int missing = 0;
         for (int b = 0; b < 256; ++b) {
             byte_ids_[b] = find(std::string(1, static_cast<char>(b)));
-            if (byte_ids_[b] < 0)
-                fail(name, ": no token for the single byte 0x", hex(b), "; byte-level BPE needs all 256");
+            missing += byte_ids_[b] < 0;
         }
+        if (missing > 64) fail(name, ": has a token for only ", 256 - missing, " of the 256 single bytes; not byte-level BPE");
         if (vocab_.merges.empty()) build_merges_from_ranks();
         else build_merges_from_list();
     }
@@ -105,7 +115,9 @@ public:
     std::vector<int> encode(std::string_view text, bool add_bos, bool add_eos) const override {
         std::vector<int> ids;
         if (add_bos) ids.push_back(require(vocab_.bos_id, "BOS"));
-        encode_ordinary(text, ids);
+        always_split_.split(
+            text, [&](std::string_view ordinary) { encode_ordinary(ordinary, ids); },
+            [&](int id) { ids.push_back(id); });
         if (add_eos) ids.push_back(require(vocab_.eos_id, "EOS"));
         return ids;
     }
@@ -136,7 +148,11 @@ public:
                 }
             }
             word.clear();
-            for (unsigned char b : piece) word.push_back(byte_ids_[b]);
+            for (unsigned char b : piece) {
+                if (byte_ids_[b] < 0)
+                    fail(vocab_.name, ": cannot encode byte 0x", hex(b), ": the vocabulary has no token for it");
+                word.push_back(byte_ids_[b]);
+            }
             bpe_merge(word, [this](int left, int right) { return merges_.find(left, right); });
             ids.insert(ids.end(), word.begin(), word.end());
         });
@@ -215,6 +231,7 @@ private:
     std::vector<char> is_special_;                       // [vocab_size]
     std::unordered_map<int, std::string> special_text_;
     SpecialMatcher specials_;
+    SpecialMatcher always_split_;
     std::unordered_map<std::string, int, StringHash, std::equal_to<>> bytes_to_id_;
     int byte_ids_[256] = {};                             // byte -> its single-byte token
     PairMerges merges_;
