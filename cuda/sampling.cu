@@ -5,14 +5,22 @@
 //
 //   greedy (temperature 0)  argmax_kernel: one block, lowest id on a tie.
 //   otherwise               probabilities_kernel: one block; p = softmax(logits / T) with the
-//                           CPU's operations (divide, subtract max, expf, sum, divide).
+//                           CPU's operations (divide, subtract max, exp, sum, divide). The sum is
+//                           the CPU's too: one thread adds in id order. (A tree sum is more
+//                           accurate, but a sequential fp32 sum over 32,000 terms is off by ~1e-6
+//                           relative, and with every cdf boundary shifted by that much a draw lands
+//                           on a different token a few times in a hundred.) exp is taken in double
+//                           and rounded once: the correctly rounded expf, which glibc's expf also
+//                           returns for all but a tiny fraction of inputs; CUDA's expf is up to
+//                           2 ulp off. So the probabilities are, nearly always, the host's bits.
 //                           The coin: rng.next_f32() on the host, exactly one draw, as the CPU.
 //     no truncation         draw_in_id_order_kernel: walk the cdf in id order.
 //     top-k/min-p/top-p     cub's stable radix sort, largest first (equal probabilities keep id
 //                           order, like std::stable_sort), then truncate_and_draw_kernel.
 // The walks are single-thread kernels that repeat the CPU's loops line for line (the same fp32
-// additions in the same order over the same sorted list), so the only differences from the CPU
-// are the last bits of each probability (expf and the summation order). The generate loop
+// additions in the same order over the same sorted list), so the CPU and the GPU differ only where
+// an exp rounds differently (rare), and then by one bit. The one-thread loops cost O(vocab) serial
+// steps (tens of microseconds at 32,000), the price of matching the host draw for draw. The generate loop
 // samples on the host from the logits a Session returns; this sampler is the device twin, checked
 // by the harness, for a loop that never leaves the GPU.
 #include <climits>
@@ -67,6 +75,7 @@ __global__ void argmax_kernel(const float* logits, int n, int* bad, int* result)
 
 __global__ void probabilities_kernel(const float* logits, int n, float temperature, float* probs, int* bad) {
     __shared__ float partials[32];
+    __shared__ float total;
     float max_value = -INFINITY;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const float v = logits[i];
@@ -75,13 +84,16 @@ __global__ void probabilities_kernel(const float* logits, int n, float temperatu
         max_value = fmaxf(max_value, probs[i]);
     }
     max_value = block_max(max_value, partials);
-    float sum = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        probs[i] = expf(probs[i] - max_value);
-        sum += probs[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        probs[i] = static_cast<float>(exp(static_cast<double>(probs[i] - max_value)));
+    __syncthreads();  // every exponential written before thread 0 adds them up
+    if (threadIdx.x == 0) {
+        float sum = 0.0f;
+        for (int i = 0; i < n; ++i) sum += probs[i];  // in id order, as glass::probabilities
+        total = sum;
     }
-    sum = block_sum(sum, partials);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) probs[i] /= sum;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) probs[i] /= total;
 }
 
 __global__ void iota_kernel(int* ids, int n) {
@@ -151,7 +163,9 @@ __global__ void truncate_and_draw_kernel(float* p, const int* ids, int n, int to
             return;
         }
     }
-    *result = ids[size - 1];
+    // Rounding: r landed past the last cdf value. (size is 0 only when the probabilities are NaN,
+    // i.e. a non-finite logit, which the host then refuses; never read before the list.)
+    *result = ids[size > 0 ? size - 1 : 0];
 }
 
 DeviceSampler::DeviceSampler(int vocab_size) : vocab_(vocab_size) {

@@ -13,6 +13,7 @@
 //     x += att Woᵀ
 //     x += mlp(rmsnorm(x))
 //   logits = classifier · rmsnorm(x[last])                  [vocab] -> host
+#include <algorithm>
 #include <cmath>
 
 #include "glass/checkpoint.hpp"
@@ -109,6 +110,9 @@ void CudaSession::ensure_scratch(int n_tokens, std::int64_t score_floats) {
         scratch_rows_ = n_tokens;
     }
     if (score_floats > score_capacity_) {
+        // At least one row per head over the whole window: decode's need grows by n_heads floats
+        // every step, and reallocating each time would cost a cudaFree (a device-wide wait) per token.
+        score_floats = std::max(score_floats, std::int64_t{c.n_heads} * c.seq_len);
         scores_ = DeviceBuffer(static_cast<std::size_t>(score_floats) * sizeof(float));
         poison(scores_.f32(), static_cast<std::size_t>(score_floats));
         score_capacity_ = score_floats;

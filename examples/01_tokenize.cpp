@@ -39,11 +39,13 @@ static std::string quoted(const std::string& piece) {
 }
 
 // Encode, show every (id, piece) pair, decode again. `name` prefixes every printed label.
-static void show(const char* name, const glass::Llama2cTokenizer& tok, const std::string& text) {
-    const std::vector<int> ids = tok.encode(text, /*add_bos=*/true, /*add_eos=*/false);
+// Any vocabulary works through the one Tokenizer interface; only whether a BOS goes first differs
+// (llama2.c-style vocabularies start every sequence with one, byte-level ones do not).
+static void show(const char* name, const glass::Tokenizer& tok, const std::string& text, bool add_bos) {
+    const std::vector<int> ids = tok.encode(text, add_bos, /*add_eos=*/false);
 
     std::printf("%s vocabulary size: %d\n", name, tok.vocab_size());
-    std::printf("%s token count: %zu (BOS included)\n", name, ids.size());
+    std::printf("%s token count: %zu%s\n", name, ids.size(), add_bos ? " (BOS included)" : "");
     std::printf("%s ids:", name);
     for (int id : ids) std::printf(" %d", id);
     std::printf("\n");
@@ -52,29 +54,13 @@ static void show(const char* name, const glass::Llama2cTokenizer& tok, const std
     for (size_t i = 0; i < ids.size(); ++i)
         std::printf("  %5zu  %6d  %s\n", i, ids[i], quoted(tok.piece(ids[i])).c_str());
 
-    // Decoding: concatenate the pieces; BOS adds nothing and the space that encode put in front
-    // of the first word (the "dummy prefix") is dropped again.
+    // Decoding: concatenate each token's bytes; BOS adds nothing, and the space that encode put
+    // in front of the first word (the "dummy prefix") is dropped again right after BOS.
     std::string decoded;
     for (size_t i = 0; i < ids.size(); ++i) {
         const int prev = i == 0 ? -1 : ids[i - 1];
         if (ids[i] != tok.bos_id()) decoded += tok.decode(prev, ids[i]);
     }
-    std::printf("%s decoded: %s\n", name, decoded.c_str());
-    std::printf("%s round trip: %s\n\n", name, decoded == text ? "yes" : "NO");
-}
-
-// Byte-level BPE (GPT-4's cl100k): no BOS, no dummy prefix; each token is a run of raw bytes.
-static void show_byte_level(const char* name, const glass::ByteLevelBpe& tok, const std::string& text) {
-    const std::vector<int> ids = tok.encode(text, /*add_bos=*/false, /*add_eos=*/false);
-    std::printf("%s vocabulary size: %d\n", name, tok.vocab_size());
-    std::printf("%s token count: %zu\n", name, ids.size());
-    std::printf("%s ids:", name);
-    for (int id : ids) std::printf(" %d", id);
-    std::printf("\n");
-    std::printf("  %5s  %6s  %s\n", "index", "id", "piece");
-    for (size_t i = 0; i < ids.size(); ++i)
-        std::printf("  %5zu  %6d  %s\n", i, ids[i], quoted(tok.piece(ids[i])).c_str());
-    const std::string decoded = tok.decode_all(ids);
     std::printf("%s decoded: %s\n", name, decoded.c_str());
     std::printf("%s round trip: %s\n\n", name, decoded == text ? "yes" : "NO");
 }
@@ -87,14 +73,14 @@ int main(int argc, char** argv) {
     const std::string tok512_path = std::string(GLASS_MODELS_DIR) + "/tok512.bin";
     const glass::Llama2cTokenizer tok512 = glass::Llama2cTokenizer::load(tok512_path);
     std::printf("tok512 file: %s\n", tok512_path.c_str());
-    show("tok512", tok512, text);
+    show("tok512", tok512, text, /*add_bos=*/true);
 
     // 2. GPT-4's cl100k_base: the split regex cuts " capital" off as a word, and the whole word
     //    is one token. (Not shipped with glass either.)
     const std::string cl100k_path = std::string(GLASS_SHARED_DIR) + "/tokenizers/tiktoken/cl100k_base.tiktoken";
     std::printf("cl100k file: %s\n", cl100k_path.c_str());
     if (std::ifstream(cl100k_path).good()) {
-        show_byte_level("cl100k", glass::load_tiktoken(cl100k_path, "cl100k"), text);
+        show("cl100k", glass::load_tiktoken(cl100k_path, "cl100k"), text, /*add_bos=*/false);
     } else {
         std::printf("cl100k skipped: file not found\n\n");
     }
@@ -110,6 +96,6 @@ int main(int argc, char** argv) {
     }
     const glass::Llama2cTokenizer llama2 = glass::Llama2cTokenizer::load(llama2_path);
     std::printf("llama2 file: %s\n", llama2_path.c_str());
-    show("llama2", llama2, text);
+    show("llama2", llama2, text, /*add_bos=*/true);
     return 0;
 }

@@ -289,3 +289,23 @@ TEST_CASE("greedy generation on the shipped model matches run.c's goldens (fp32,
                 << (exact == cases ? -1 : earliest));
     }
 }
+
+TEST_CASE("glass generate --threads/--precision runs the fast path and matches the goldens") {
+    const auto golden = test::read_jsonl(test::golden("stories260K_greedy.jsonl")).at(1);  // once_upon_n64
+    REQUIRE(golden["case"] == "once_upon_n64");
+    const std::string base = test::bin_dir() + "/glass generate --temperature 0 -n 64 --json -p " +
+                             test::sh(golden["prompt"].get<std::string>());
+    for (const char* flags : {" --threads 2", " --threads 1 --precision fp16"}) {
+        CAPTURE(flags);
+        const test::Run r = test::run(base + flags);
+        REQUIRE(r.exit_code == 0);
+        const std::string last = r.out.substr(r.out.rfind('{'));
+        CHECK(nlohmann::json::parse(last)["generated_ids"] == golden["generated_ids"]);
+    }
+    const test::Run bad = test::run(base + " --threads 0");
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("0") != std::string::npos);
+    const test::Run bad_precision = test::run(base + " --precision q4");
+    CHECK(bad_precision.exit_code == 2);
+    CHECK(bad_precision.err.find("q4") != std::string::npos);
+}

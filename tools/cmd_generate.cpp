@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cli.hpp"
+#include "glass/fast/fast_session.hpp"
 #include "glass/glass.hpp"
 #ifdef GLASS_HAVE_CUDA
 #include "glass_cuda.hpp"
@@ -13,14 +14,23 @@ namespace cli {
 
 namespace {
 
-// --device cpu | cuda (--precision fp32 | fp16 | bf16 for the GPU's weights): the backend behind
-// the one generate loop.
+// The backend behind the one generate loop:
+//   --device cpu (default)                the plain reference (transformer.hpp)
+//   --device cpu --threads N / --precision fp32|fp16|bf16|q8
+//                                         the fast CPU path (fast/fast_session.hpp)
+//   --device cuda [--precision fp32|fp16|bf16]   the GPU (cuda/)
 std::unique_ptr<glass::Session> make_session(const std::string& device, const glass::Model& model,
-                                             const std::string& precision) {
-    if (device == "cpu") return std::make_unique<glass::CpuSession>(model);
+                                             const std::string& precision, std::optional<int> threads) {
+    if (device == "cpu" && !threads && precision.empty()) return std::make_unique<glass::CpuSession>(model);
+    if (device == "cpu") {
+        glass::fast::FastOptions options;
+        options.threads = threads.value_or(1);
+        options.weights = glass::fast::weight_type_from_string(precision.empty() ? "fp32" : precision);
+        return std::make_unique<glass::fast::FastCpuSession>(model, options);
+    }
 #ifdef GLASS_HAVE_CUDA
     glass::cuda::CudaOptions options;
-    options.weights = glass::cuda::weight_type_from_string(precision);
+    options.weights = glass::cuda::weight_type_from_string(precision.empty() ? "fp32" : precision);
     return std::make_unique<glass::cuda::CudaSession>(model, options);  // "no CUDA device: ..." if none
 #else
     (void)precision;
@@ -36,7 +46,7 @@ int cmd_generate(int argc, char** argv) {
                              {"--max-new-tokens", true}, {"--temperature", true}, {"--top-p", true},
                              {"--top-k", true}, {"--min-p", true}, {"--seed", true},
                              {"--stop", true}, {"--json", false}, {"--roofline", false},
-                             {"--device", true}, {"--precision", true}});
+                             {"--device", true}, {"--precision", true}, {"--threads", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -46,11 +56,14 @@ int cmd_generate(int argc, char** argv) {
 
     const std::string device = flags.get("--device", "cpu");
     if (device != "cpu" && device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + device + "'");
-    const std::string precision = flags.get("--precision", "fp32");
-    if (precision != "fp32" && precision != "fp16" && precision != "bf16")
-        throw UsageError("--precision must be fp32, fp16 or bf16, got '" + precision + "'");
-    if (flags.has("--precision") && device != "cuda")
-        throw UsageError("--precision applies to --device cuda (the CPU reference is fp32)");
+    const std::string precision = flags.get("--precision", "");
+    if (!precision.empty() && precision != "fp32" && precision != "fp16" && precision != "bf16" &&
+        !(precision == "q8" && device == "cpu"))
+        throw UsageError("--precision must be fp32, fp16, bf16 (or q8 on the CPU), got '" + precision + "'");
+    const auto threads = flags.number<int>("--threads");
+    if (threads && device != "cpu") throw UsageError("--threads applies to --device cpu");
+    if (threads && (*threads < 1 || *threads > 256))
+        throw UsageError("--threads must be in [1, 256], got " + std::to_string(*threads));
 
     glass::GenerateOptions options;
     options.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
@@ -80,7 +93,7 @@ int cmd_generate(int argc, char** argv) {
         std::fprintf(stderr, "glass: -n %d leaves no room to generate after a %d-token prompt\n",
                      steps.value_or(256), n_prompt);
 
-    const std::unique_ptr<glass::Session> session = make_session(device, model, precision);
+    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads);
     std::cout << glass::utf8::sanitize(prompt) << std::flush;
     const glass::GenerateResult r = glass::generate(*session, tok, prompt, options, [](std::string_view text) {
         std::cout << text << std::flush;
