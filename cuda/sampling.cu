@@ -7,10 +7,11 @@
 //   otherwise               probabilities_kernel: one block; p = softmax(logits / T) with the
 //                           CPU's operations (divide, subtract max, exp, sum, divide). The sum is
 //                           the CPU's too: one thread adds in id order. (A tree sum is more
-//                           accurate, but a sequential fp32 sum over 32,000 terms is off by ~1e-6
-//                           relative, and with every cdf boundary shifted by that much a draw lands
-//                           on a different token a few times in a hundred.) exp is taken in double
-//                           and rounded once: the correctly rounded expf, which glibc's expf also
+//                           accurate, but the CPU's sequential fp32 sum over 32,000 terms is off by
+//                           a few parts per million, which shifts every cdf boundary: emulating
+//                           both orders on the CPU, up to 3% of draws landed on a different token
+//                           at vocab 32,000, up to 60% at 128,256.) exp is taken in double and
+//                           rounded once: the correctly rounded expf, which glibc's expf also
 //                           returns for all but a tiny fraction of inputs; CUDA's expf is up to
 //                           2 ulp off. So the probabilities are, nearly always, the host's bits.
 //                           The coin: rng.next_f32() on the host, exactly one draw, as the CPU.
@@ -20,9 +21,9 @@
 // The walks are single-thread kernels that repeat the CPU's loops line for line (the same fp32
 // additions in the same order over the same sorted list), so the CPU and the GPU differ only where
 // an exp rounds differently (rare), and then by one bit. The one-thread loops cost O(vocab) serial
-// steps (tens of microseconds at 32,000), the price of matching the host draw for draw. The generate loop
-// samples on the host from the logits a Session returns; this sampler is the device twin, checked
-// by the harness, for a loop that never leaves the GPU.
+// steps (tens of microseconds at 32,000), the price of matching the host draw for draw. The
+// generate loop samples on the host from the logits a Session returns; this sampler is the device
+// twin, checked by the harness, for a loop that never leaves the GPU.
 #include <climits>
 
 #include <cub/device/device_radix_sort.cuh>

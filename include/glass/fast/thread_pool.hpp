@@ -13,9 +13,13 @@
 /// remaining items. An item is sized to ~1 MB of weights, so claiming (one atomic add, ~50 ns)
 /// costs nothing measurable. Nothing is allocated per call.
 ///
-/// The counter holds (generation << 32 | next item) in one 64-bit atomic, so a worker that wakes
-/// late, after its job has finished and the next one started, can never claim an item of the
-/// wrong job: its compare-and-swap fails when the generation no longer matches.
+/// The counter holds a whole job in one 64-bit atomic: (generation << 40 | n_items << 20 | next
+/// item). A worker that wakes late, after its job has finished and the next one started, can
+/// never claim an item of the wrong job: it reads the generation, the item count and the next
+/// item in one load, and its compare-and-swap fails if any of them changed. (Keeping the item
+/// count in a separate variable is not enough: a late worker could pair the old job's counter
+/// with the new job's count, claim an item that does not exist, and throw off the count of
+/// finished items, so run() would wait forever. The tests caught exactly that under load.)
 /// \endverbatim
 #pragma once
 
@@ -69,10 +73,11 @@ public:
         }
         fn_ = [](void* ctx, int item, int thread) { (*static_cast<Job*>(ctx))(item, thread); };
         ctx_ = &job;
-        n_items_.store(n_items, std::memory_order_relaxed);
+        if (n_items > kMaxItems) fail("thread pool: ", n_items, " items in one job (at most ", kMaxItems, ")");
         done_.store(0, std::memory_order_relaxed);
-        generation_ += 1;
-        counter_.store(generation_ << 32, std::memory_order_release);  // publishes fn_, ctx_, n_items_
+        generation_ = (generation_ + 1) & kGenerationMask;
+        counter_.store(generation_ << 40 | static_cast<std::uint64_t>(n_items) << 20,
+                       std::memory_order_release);  // publishes fn_, ctx_ and the job
         wake_.fetch_add(1, std::memory_order_release);
         wake_.notify_all();
         work(generation_, 0);
@@ -89,10 +94,10 @@ private:
     void work(std::uint64_t generation, int thread) {
         for (;;) {
             std::uint64_t c = counter_.load(std::memory_order_acquire);
-            if ((c >> 32) != generation || static_cast<int>(c & 0xffffffffu) >= n_items_.load(std::memory_order_relaxed))
-                return;
+            const std::uint64_t n_items = (c >> 20) & kItemMask, next = c & kItemMask;
+            if ((c >> 40) != generation || next >= n_items) return;
             if (!counter_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
-            fn_(ctx_, static_cast<int>(c & 0xffffffffu), thread);
+            fn_(ctx_, static_cast<int>(next), thread);
             done_.fetch_add(1, std::memory_order_release);
         }
     }
@@ -112,20 +117,22 @@ private:
             }
             seen = w;
             if (stop_.load()) return;
-            work(counter_.load(std::memory_order_acquire) >> 32, thread);
+            work(counter_.load(std::memory_order_acquire) >> 40, thread);
         }
     }
 
     int n_threads_;
     std::vector<std::thread> workers_;
-    std::atomic<std::uint64_t> counter_{0};  // generation << 32 | next unclaimed item
+    static constexpr int kMaxItems = (1 << 20) - 1;
+    static constexpr std::uint64_t kItemMask = (1u << 20) - 1;
+    static constexpr std::uint64_t kGenerationMask = (std::uint64_t{1} << 24) - 1;
+    std::atomic<std::uint64_t> counter_{0};  // generation << 40 | n_items << 20 | next unclaimed item
     std::atomic<int> done_{0};               // items finished in the current job
     std::atomic<unsigned> wake_{0};          // bumped once per job: what sleeping workers wait on
     std::atomic<bool> stop_{false};
     std::uint64_t generation_ = 0;           // written by the calling thread only
     void (*fn_)(void*, int, int) = nullptr;
     void* ctx_ = nullptr;
-    std::atomic<int> n_items_{0};
 };
 
 }  // namespace glass::fast
