@@ -89,11 +89,11 @@ TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal t
     }
     const auto fast = glass::fast::best_kernels();
     const auto plain = glass::fast::portable_kernels();
-    // Odd sizes exercise the padded last panel, a partial Q8 block, partial token tiles and a
-    // partial 256-input chunk.
-    const int rows = 77, cols = 300, n = 29;
+    // Odd sizes exercise the padded last panel, a partial Q8 block, a partial 256-input chunk
+    // and uneven token tiles (n = 29 → 9,10,10; 13 → 6,7; 64 → 10,11,11,10,11,11 tokens).
+    const int rows = 77, cols = 300, n_max = 64;
     const auto w = random_vector(rows * cols, 2);
-    const auto x = random_vector(size_t(n) * cols, 3);
+    const auto x = random_vector(size_t(n_max) * cols, 3);
     alignas(64) static float scratch[glass::fast::kScratchFloats];
     for (WeightType type : kAllTypes) {
         CAPTURE(glass::fast::to_string(type));
@@ -101,10 +101,20 @@ TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal t
         auto* aligned = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(buf.data()) + 63) / 64 * 64);
         const auto m = glass::fast::pack_matrix(w.data(), rows, cols, type, aligned);
         for (bool accumulate : {false, true}) {
-            std::vector<float> y_fast(size_t(n) * rows, 0.5f), y_plain(size_t(n) * rows, 0.5f);
-            fast.matmul(m, x.data(), cols, n, y_fast.data(), rows, 0, m.panels(), accumulate, scratch);
-            plain.matmul(m, x.data(), cols, n, y_plain.data(), rows, 0, m.panels(), accumulate, nullptr);
-            CHECK(relative_error(y_fast, y_plain) < 1e-5);  // same products, another summation order
+            // The matrix–matrix products take the tokens packed into tiles; both must equal the
+            // plain matrix–vector product of each token's own row of x.
+            for (int n : {2, 13, 29, n_max}) {
+                CAPTURE(n);
+                std::vector<float> packed(size_t(n) * cols), y_want(size_t(n) * rows, 0.5f);
+                glass::fast::pack_tokens(x.data(), cols, n, cols, packed.data());
+                for (int t = 0; t < n; ++t)
+                    plain.matvec(m, x.data() + t * cols, y_want.data() + t * rows, 0, m.panels(), accumulate);
+                std::vector<float> y_fast(size_t(n) * rows, 0.5f), y_plain(size_t(n) * rows, 0.5f);
+                fast.matmul(m, packed.data(), n, y_fast.data(), rows, 0, m.panels(), accumulate, scratch);
+                plain.matmul(m, packed.data(), n, y_plain.data(), rows, 0, m.panels(), accumulate, nullptr);
+                CHECK(relative_error(y_fast, y_want) < 1e-5);  // same products, another summation order
+                CHECK(relative_error(y_plain, y_want) < 1e-6);  // same order: equal up to fma contraction
+            }
             std::vector<float> v_fast(size_t(rows), 0.5f), v_plain(size_t(rows), 0.5f);
             fast.matvec(m, x.data(), v_fast.data(), 0, m.panels(), accumulate);
             plain.matvec(m, x.data(), v_plain.data(), 0, m.panels(), accumulate);
@@ -123,6 +133,36 @@ TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal t
     fast.silu_mul(g_fast.data(), b.data(), 83);
     plain.silu_mul(g_plain.data(), b.data(), 83);
     CHECK(relative_error(g_fast, g_plain) < 1e-5);
+}
+
+TEST_CASE("kernels: AVX-512 prefill attention tiles equal the plain loops (tails in rows, keys, head_dim)") {
+    if (!glass::fast::cpu_has_avx512()) {
+        MESSAGE("no AVX-512 on this CPU: only the portable kernels run");
+        return;
+    }
+    const auto fast = glass::fast::best_kernels();
+    const auto plain = glass::fast::portable_kernels();
+    // head_dim 8 and 48 are below one 64-wide block, 80 spills into a second, partial one; key
+    // counts 1, 17 and 70 leave partial 16-key registers and a partial 64-key block.
+    for (int hd : {8, 48, 64, 80})
+        for (int n_keys : {1, 17, 70})
+            for (int m = 1; m <= glass::fast::kAttentionRows; ++m) {
+                CAPTURE(hd);
+                CAPTURE(n_keys);
+                CAPTURE(m);
+                const long ldq = hd + 3, ldkt = n_keys + 5, lds = n_keys + 7, ldv = hd + 9, ldo = hd + 2;
+                const auto q = random_vector(size_t(m * ldq), 11), kt = random_vector(size_t(hd * ldkt), 12);
+                const auto v = random_vector(size_t(n_keys * ldv), 13);
+                // Outputs start at a sentinel: entries past each row's end must keep it.
+                std::vector<float> s_fast(size_t(m * lds), 7.0f), s_plain = s_fast;
+                fast.attention_scores(q.data(), ldq, m, kt.data(), ldkt, n_keys, hd, 0.125f, s_fast.data(), lds);
+                plain.attention_scores(q.data(), ldq, m, kt.data(), ldkt, n_keys, hd, 0.125f, s_plain.data(), lds);
+                CHECK(relative_error(s_fast, s_plain) < 1e-5);  // same products, another summation order
+                std::vector<float> o_fast(size_t(m * ldo), 7.0f), o_plain = o_fast;
+                fast.attention_mix(s_plain.data(), lds, m, v.data(), ldv, n_keys, hd, o_fast.data(), ldo);
+                plain.attention_mix(s_plain.data(), lds, m, v.data(), ldv, n_keys, hd, o_plain.data(), ldo);
+                CHECK(relative_error(o_fast, o_plain) < 1e-5);
+            }
 }
 
 namespace {

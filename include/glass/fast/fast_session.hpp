@@ -13,7 +13,10 @@
 ///     Products that read the same input share one parallel region (q/k/v; gate/up) to halve
 ///     the number of hand-offs.
 ///  3. Prefill multiplies up to 12 tokens by each loaded weight (register tiling), so it runs
-///     at FMA speed instead of memory speed.
+///     at FMA speed instead of memory speed; each product's input is first regrouped into
+///     those 12-token tiles (token_tiles.hpp) so the kernel reads it from L1. Prefill attention
+///     is two small tiled matrix products per head (S = QKᵀ, O = PV), not one dot product
+///     per (query, key) pair.
 ///  4. Buffers (activations, KV cache, RoPE angles) are sized once here: decode allocates
 ///     nothing (tests/test_fast_cpu.cpp counts operator new to prove it).
 ///  5. RoPE's cos/sin are tabulated once ([seq_len, head_dim/2]) instead of recomputed with
@@ -140,8 +143,10 @@ private:
         const std::int64_t sizes[] = {
             n * c_.dim, n * c_.dim, n * c_.dim, n * c_.dim,   // x, xn, q, att
             n * c_.hidden_dim, n * c_.hidden_dim,             // gate, up
+            n * std::max(c_.dim, c_.hidden_dim),              // a product's input, packed (prefill)
             c_.vocab_size,                                    // logits
-            T * c_.seq_len,                                   // attention scores, per thread
+            T * kAttentionRows * c_.seq_len,                  // attention scores, per thread
+            std::int64_t{c_.kv_dim()} * c_.seq_len,           // one layer's keys, transposed
             T * kScratchFloats,                               // unpacked weight chunk, per thread
             kv_rows * c_.kv_dim(), kv_rows * c_.kv_dim(),     // K and V cache
             std::int64_t{c_.seq_len} * (c_.head_dim() / 2) * 2,  // RoPE cos, sin
@@ -150,8 +155,9 @@ private:
         for (std::int64_t s : sizes) total += (s + 15) / 16 * 16;
         activations_ = HugeBuffer(static_cast<std::size_t>(total) * 4);
         float* p = activations_.as<float>();
-        float** targets[] = {&x_, &xn_, &q_, &att_, &gate_, &up_, &logits_, &scores_, &scratch_,
-                             &key_cache_, &value_cache_, &rope_cos_};
+        float** targets[] = {&x_,       &xn_,     &q_,      &att_,     &gate_,      &up_,
+                             &packed_x_, &logits_, &scores_, &keys_t_, &scratch_,  &key_cache_,
+                             &value_cache_, &rope_cos_};
         for (size_t i = 0; i < std::size(sizes); ++i) {
             *targets[i] = p;
             p += (sizes[i] + 15) / 16 * 16;
@@ -207,12 +213,21 @@ private:
             const int per = panels_per_item(*products[i].w);
             total += (products[i].w->panels() + per - 1) / per;
         }
+        // Prefill: every product listed together reads the same x; pack it into token tiles
+        // once, shared by all threads (token_tiles.hpp says why), one tile per item.
+        if (n > 1) {
+            const Product& first = products[0];
+            auto pack = [&](int tile, int) {
+                pack_token_tile(first.x, first.ldx, n, first.w->cols, tile, packed_x_);
+            };
+            pool_.run(token_tiles(n), pack);
+        }
         auto multiply = [&](const Product& p, int p0, int p1, int thread) {
             p1 = std::min(p1, p.w->panels());
             if (n == 1)
                 k_.matvec(*p.w, p.x, p.y, p0, p1, p.accumulate);
             else
-                k_.matmul(*p.w, p.x, p.ldx, n, p.y, p.ldy, p0, p1, p.accumulate,
+                k_.matmul(*p.w, packed_x_, n, p.y, p.ldy, p0, p1, p.accumulate,
                           scratch_ + std::int64_t{thread} * kScratchFloats);
         };
         auto job = [&](int item, int thread) {
@@ -263,27 +278,65 @@ private:
     }
 
     // att[t, head h] = softmax(q_h · K_gᵀ · scale over positions 0..start+t) V_g; one head per
-    // item (no two items write the same output).
+    // item (no two items write the same output). Decode (n = 1): one query, dot products.
     void attention(int layer, int n, int start) {
+        if (n > 1) return prefill_attention(layer, n, start);
         const int hd = c_.head_dim(), kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head();
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         const float* keys = key_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
         const float* values = value_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
         auto job = [&](int h, int thread) {
-            float* scores = scores_ + std::int64_t{thread} * c_.seq_len;
-            {
-                const int g = h / group;
-                for (int i = 0; i < n; ++i) {
-                    const float* q = q_ + std::int64_t{i} * c_.dim + h * hd;
-                    const int visible = start + i + 1;  // causal: positions 0 .. start+i
-                    for (int j = 0; j < visible; ++j)
-                        scores[j] = k_.dot(q, keys + std::int64_t{j} * kv_dim + g * hd, hd) * scale;
-                    k_.softmax(scores, visible);
-                    float* out = att_ + std::int64_t{i} * c_.dim + h * hd;
-                    std::memset(out, 0, sizeof(float) * static_cast<size_t>(hd));
-                    for (int j = 0; j < visible; ++j)
-                        k_.axpy(out, scores[j], values + std::int64_t{j} * kv_dim + g * hd, hd);
+            float* scores = scores_ + std::int64_t{thread} * kAttentionRows * c_.seq_len;
+            const int g = h / group;
+            const float* q = q_ + h * hd;
+            const int visible = start + 1;  // causal: positions 0 .. start
+            for (int j = 0; j < visible; ++j)
+                scores[j] = k_.dot(q, keys + std::int64_t{j} * kv_dim + g * hd, hd) * scale;
+            k_.softmax(scores, visible);
+            float* out = att_ + h * hd;
+            std::memset(out, 0, sizeof(float) * static_cast<size_t>(hd));
+            for (int j = 0; j < visible; ++j)
+                k_.axpy(out, scores[j], values + std::int64_t{j} * kv_dim + g * hd, hd);
+        };
+        pool_.run(c_.n_heads, job);
+    }
+
+    // The same for n > 1 new positions, as small matrix products per head and block of
+    // kAttentionRows consecutive positions (kernels_avx512.hpp says why):
+    //   keys_t[g] = K_gᵀ                  [head_dim, start+n]   once per layer and KV head
+    //   S = Q_block K_gᵀ · scale          [rows, visible of the block's last row]
+    //   P = softmax of each row over its own visible keys; later keys (causal mask) get 0
+    //   att_block = P V_g                 [rows, head_dim]
+    void prefill_attention(int layer, int n, int start) {
+        const int hd = c_.head_dim(), kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head();
+        const int total = start + n, ld = c_.seq_len;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        const float* keys = key_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
+        const float* values = value_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
+        auto transpose = [&](int g, int) {  // keys_t[g][d][j] = keys[j][g·hd + d]
+            float* kt = keys_t_ + std::int64_t{g} * hd * ld;
+            for (int j = 0; j < total; ++j)
+                for (int d = 0; d < hd; ++d)
+                    kt[std::int64_t{d} * ld + j] = keys[std::int64_t{j} * kv_dim + g * hd + d];
+        };
+        pool_.run(c_.n_kv_heads, transpose);
+        auto job = [&](int h, int thread) {
+            float* scores = scores_ + std::int64_t{thread} * kAttentionRows * ld;  // [rows][ld]
+            const int g = h / group;
+            const float* kt = keys_t_ + std::int64_t{g} * hd * ld;
+            for (int i0 = 0; i0 < n; i0 += kAttentionRows) {
+                const int rows = std::min(kAttentionRows, n - i0);
+                const int keys_seen = start + i0 + rows;  // visible to the block's last row
+                k_.attention_scores(q_ + std::int64_t{i0} * c_.dim + h * hd, c_.dim, rows, kt, ld,
+                                    keys_seen, hd, scale, scores, ld);
+                for (int r = 0; r < rows; ++r) {
+                    const int visible = start + i0 + r + 1;
+                    float* row = scores + std::int64_t{r} * ld;
+                    k_.softmax(row, visible);
+                    for (int j = visible; j < keys_seen; ++j) row[j] = 0.0f;
                 }
+                k_.attention_mix(scores, ld, rows, values + g * hd, kv_dim, keys_seen, hd,
+                                 att_ + std::int64_t{i0} * c_.dim + h * hd, c_.dim);
             }
         };
         pool_.run(c_.n_heads, job);
@@ -339,7 +392,8 @@ private:
     int chunk_ = 0;
     int length_ = 0;  // positions in the KV cache
     float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *att_ = nullptr, *gate_ = nullptr,
-          *up_ = nullptr, *logits_ = nullptr, *scores_ = nullptr, *scratch_ = nullptr,
+          *up_ = nullptr, *packed_x_ = nullptr, *logits_ = nullptr, *scores_ = nullptr,
+          *keys_t_ = nullptr, *scratch_ = nullptr,
           *key_cache_ = nullptr, *value_cache_ = nullptr, *rope_cos_ = nullptr, *rope_sin_ = nullptr;
 };
 

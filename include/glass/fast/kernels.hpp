@@ -18,16 +18,24 @@ struct Kernels {
     // y[r] (+)= Σ_k W(r,k) x[k], rows of panels [p0, p1)                       (decode)
     void (*matvec)(const PackedMatrix& w, const float* x, float* y, int p0, int p1, bool accumulate);
     // Y[t][r] (+)= Σ_k W(r,k) X[t][k], t < n, rows of panels [p0, p1)          (prefill)
-    void (*matmul)(const PackedMatrix& w, const float* x, long ldx, int n, float* y, long ldy,
-                   int p0, int p1, bool accumulate, float* scratch);
+    // X comes packed into token tiles (pack_tokens, token_tiles.hpp).
+    void (*matmul)(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
+                   bool accumulate, float* scratch);
     float (*dot)(const float* a, const float* b, int n);
     void (*axpy)(float* y, float a, const float* x, int n);
     void (*softmax)(float* x, int n);
     void (*silu_mul)(float* gate, const float* up, int n);
+    // prefill attention, m ≤ 4 query rows: S = scale · Q Kᵀ (keys given transposed), O = P V
+    void (*attention_scores)(const float* q, long ldq, int m, const float* kt, long ldkt, int n_keys,
+                             int hd, float scale, float* s, long lds);
+    void (*attention_mix)(const float* p, long ldp, int m, const float* v, long ldv, int n_keys, int hd,
+                          float* o, long ldo);
 };
 
 // Floats of per-thread scratch the matmul kernels need (one unpacked panel chunk).
 constexpr int kScratchFloats = 256 * kPanel;
+// Query rows per prefill attention tile (attention_scores / attention_mix take m ≤ this).
+constexpr int kAttentionRows = 4;
 
 inline bool cpu_has_avx512() {
 #if defined(__x86_64__)
@@ -41,7 +49,7 @@ inline bool cpu_has_avx512() {
 
 inline Kernels portable_kernels() {
     return {"portable", portable::matvec, portable::matmul, portable::dot, portable::axpy,
-            portable::softmax, portable::silu_mul};
+            portable::softmax, portable::silu_mul, portable::attention_scores, portable::attention_mix};
 }
 
 inline Kernels best_kernels() {
@@ -49,7 +57,7 @@ inline Kernels best_kernels() {
     static_assert(avx512::kChunk * kPanel == kScratchFloats);
     if (cpu_has_avx512())
         return {"avx512", avx512::matvec, avx512::matmul, avx512::dot, avx512::axpy,
-                avx512::softmax, avx512::silu_mul};
+                avx512::softmax, avx512::silu_mul, avx512::attention_scores, avx512::attention_mix};
 #endif
     return portable_kernels();
 }

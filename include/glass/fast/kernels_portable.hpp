@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "glass/fast/packed_weights.hpp"
+#include "glass/fast/token_tiles.hpp"
 
 namespace glass::fast::portable {
 
@@ -22,10 +23,45 @@ inline void matvec(const PackedMatrix& w, const float* x, float* y, int p0, int 
     }
 }
 
-// Y[t][r] (+)= Σ_k W(r,k) · X[t][k] for t < n and the rows of panels [p0, p1).
-inline void matmul(const PackedMatrix& w, const float* x, long ldx, int n, float* y, long ldy,
-                   int p0, int p1, bool accumulate, float* /*scratch*/) {
-    for (int t = 0; t < n; ++t) matvec(w, x + t * ldx, y + t * ldy, p0, p1, accumulate);
+// Y[t][r] (+)= Σ_k W(r,k) · X[t][k] for t < n and the rows of panels [p0, p1), X given as
+// packed token tiles (token_tiles.hpp): token t0 + j of a tile of m has x[k] at tile[k·m + j].
+inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
+                   bool accumulate, float* /*scratch*/) {
+    const int r1 = std::min(w.rows, p1 * kPanel);
+    for (int i = 0; i < token_tiles(n); ++i) {
+        const TokenTile tile = token_tile(n, i);
+        const int m = tile.t1 - tile.t0;
+        const float* x = xp + std::int64_t{tile.t0} * w.cols;
+        for (int j = 0; j < m; ++j)
+            for (int r = p0 * kPanel; r < r1; ++r) {
+                float sum = 0;
+                for (int k = 0; k < w.cols; ++k) sum += w.at(r, k) * x[std::int64_t{k} * m + j];
+                float& out = y[(tile.t0 + j) * ldy + r];
+                out = accumulate ? out + sum : sum;
+            }
+    }
+}
+
+// Prefill attention for m query rows (see kernels_avx512.hpp): keys transposed [head_dim][keys].
+// S[r][j] = scale · Σ_d Q[r][d] · Kᵀ[d][j]
+inline void attention_scores(const float* q, long ldq, int m, const float* kt, long ldkt, int n_keys,
+                             int hd, float scale, float* s, long lds) {
+    for (int r = 0; r < m; ++r)
+        for (int j = 0; j < n_keys; ++j) {
+            float sum = 0;
+            for (int d = 0; d < hd; ++d) sum += q[r * ldq + d] * kt[d * ldkt + j];
+            s[r * lds + j] = sum * scale;
+        }
+}
+// O[r][d] = Σ_j P[r][j] · V[j][d]
+inline void attention_mix(const float* p, long ldp, int m, const float* v, long ldv, int n_keys, int hd,
+                          float* o, long ldo) {
+    for (int r = 0; r < m; ++r)
+        for (int d = 0; d < hd; ++d) {
+            float sum = 0;
+            for (int j = 0; j < n_keys; ++j) sum += p[r * ldp + j] * v[j * ldv + d];
+            o[r * ldo + d] = sum;
+        }
 }
 
 inline float dot(const float* a, const float* b, int n) {
