@@ -13,17 +13,9 @@
 
 #include "test_support.hpp"
 
-namespace {
+using test::value_of;
 
-// The rest of the line that starts with "label: ". Fails the test if there is no such line.
-std::string value_of(const std::string& out, const std::string& label) {
-    const std::string key = label + ": ";
-    std::istringstream lines(out);
-    for (std::string line; std::getline(lines, line);)
-        if (line.rfind(key, 0) == 0) return line.substr(key.size());
-    FAIL("no line starting with '" << key << "' in the output:\n" << out);
-    return {};
-}
+namespace {
 
 // Every line that starts with `prefix`.
 std::vector<std::string> lines_starting(const std::string& out, const std::string& prefix) {

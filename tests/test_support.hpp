@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -77,5 +78,16 @@ inline std::string sh(const std::string& s) {
 }
 
 inline std::vector<int> ids_of(const nlohmann::json& j) { return j.get<std::vector<int>>(); }
+
+// The rest of the line of a program's output that starts with "label: " (examples print their
+// results that way). Fails the test if there is no such line.
+inline std::string value_of(const std::string& out, const std::string& label) {
+    const std::string key = label + ": ";
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind(key, 0) == 0) return line.substr(key.size());
+    FAIL("no line starting with '" << key << "' in the output:\n" << out);
+    return {};
+}
 
 }  // namespace test
