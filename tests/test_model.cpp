@@ -67,12 +67,8 @@ TEST_CASE("greedy generation through generate() matches the goldens, text includ
         if (name.find("_n64") == std::string::npos) continue;  // one length per prompt is enough here
         CAPTURE(name);
         glass::CpuSession session(test::shipped());
-        glass::GenerateOptions options;
-        options.sampling.temperature = 0.0f;
         const std::string prompt = rec["prompt"].get<std::string>();
-        const int n_prompt = static_cast<int>(rec["prompt_ids"].size());
-        options.max_new_tokens = glass::new_tokens_for_steps(rec["steps"].get<int>(), n_prompt);
-        const glass::GenerateResult r = glass::generate(session, test::shipped_tok(), prompt, options);
+        const glass::GenerateResult r = glass::generate(session, test::shipped_tok(), prompt, test::golden_options(rec));
         CHECK(r.generated_ids == test::ids_of(rec["generated_ids"]));
         // run.c's printed text drops lone non-printable bytes (its safe_printf); compare where it
         // printed every byte, i.e. when the golden text is what we would stream.

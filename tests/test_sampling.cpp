@@ -25,13 +25,9 @@ TEST_CASE("seeded sampling equals llama2.c token for token") {
     for (const auto& rec : test::read_jsonl(test::golden("stories260K_sampling.jsonl"))) {
         CAPTURE(rec["case"].get<std::string>());
         glass::CpuSession session(test::shipped());
-        glass::GenerateOptions options;
-        options.sampling.temperature = rec["temperature"].get<float>();
-        options.sampling.top_p = rec["topp"].get<float>();
-        options.seed = rec["seed"].get<std::uint64_t>();
         const std::vector<int> prompt_ids = test::ids_of(rec["prompt_ids"]);
-        options.max_new_tokens = glass::new_tokens_for_steps(rec["steps"].get<int>(), int(prompt_ids.size()));
-        const auto r = glass::generate(session, test::shipped_tok(), rec["prompt"].get<std::string>(), options);
+        const auto r = glass::generate(session, test::shipped_tok(), rec["prompt"].get<std::string>(),
+                                       test::golden_options(rec));
         CHECK(r.prompt_ids == prompt_ids);
         CHECK(r.generated_ids == test::ids_of(rec["generated_ids"]));
         CHECK((r.stop_reason == glass::StopReason::bos) == rec["stopped_on_bos"].get<bool>());

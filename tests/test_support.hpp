@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
+#include <span>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -78,6 +80,31 @@ inline std::string sh(const std::string& s) {
 }
 
 inline std::vector<int> ids_of(const nlohmann::json& j) { return j.get<std::vector<int>>(); }
+
+// The generate() options that reproduce one llama2.c golden record (stories260K_greedy.jsonl or
+// stories260K_sampling.jsonl): its temperature (0 = greedy), top-p, seed and -n steps.
+inline glass::GenerateOptions golden_options(const nlohmann::json& rec) {
+    glass::GenerateOptions options;
+    options.sampling.temperature = rec["temperature"].get<float>();
+    options.sampling.top_p = rec["topp"].get<float>();
+    options.seed = rec.value("seed", std::uint64_t{0});
+    options.max_new_tokens =
+        glass::new_tokens_for_steps(rec["steps"].get<int>(), static_cast<int>(rec["prompt_ids"].size()));
+    return options;
+}
+
+// ‖got − want‖₂ / ‖want‖₂ in double. A non-finite value in `got` (e.g. a poisoned element a
+// kernel never wrote) or a size mismatch is an infinite error.
+inline double relative_error(std::span<const float> got, std::span<const float> want) {
+    if (got.size() != want.size()) return INFINITY;
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        if (!std::isfinite(got[i])) return INFINITY;
+        diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        norm += double(want[i]) * want[i];
+    }
+    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
 
 // The rest of the line of a program's output that starts with "label: " (examples print their
 // results that way). Fails the test if there is no such line.

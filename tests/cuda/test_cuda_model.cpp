@@ -17,16 +17,7 @@ namespace gc = glass::cuda;
 
 namespace {
 
-double relative_error(std::span<const float> gpu, std::span<const float> cpu) {
-    if (gpu.size() != cpu.size()) return INFINITY;
-    double diff = 0, norm = 0;
-    for (std::size_t i = 0; i < cpu.size(); ++i) {
-        if (!std::isfinite(gpu[i])) return INFINITY;
-        diff += (double(gpu[i]) - cpu[i]) * (double(gpu[i]) - cpu[i]);
-        norm += double(cpu[i]) * cpu[i];
-    }
-    return std::sqrt(diff / norm);
-}
+using test::relative_error;
 
 constexpr double kF32 = 1e-5;  // fp32 on both sides; only summation order and expf/cosf ulps differ
 
@@ -135,21 +126,12 @@ TEST_CASE("generate() drives CudaSession unchanged: greedy goldens and seeded sa
         const std::string name = rec["case"].get<std::string>();
         if (name.find("_n64") == std::string::npos) continue;
         CAPTURE(name);
-        glass::GenerateOptions options;
-        options.sampling.temperature = 0.0f;
-        options.max_new_tokens = glass::new_tokens_for_steps(rec["steps"].get<int>(), int(rec["prompt_ids"].size()));
-        const auto r = glass::generate(gpu, test::shipped_tok(), rec["prompt"].get<std::string>(), options);
+        const auto r = glass::generate(gpu, test::shipped_tok(), rec["prompt"].get<std::string>(), test::golden_options(rec));
         CHECK(r.generated_ids == test::ids_of(rec["generated_ids"]));
     }
     for (const auto& rec : test::read_jsonl(test::golden("stories260K_sampling.jsonl"))) {
         CAPTURE(rec["case"].get<std::string>());
-        glass::GenerateOptions options;
-        options.sampling.temperature = rec["temperature"].get<float>();
-        options.sampling.top_p = rec["topp"].get<float>();
-        options.seed = rec["seed"].get<std::uint64_t>();
-        const std::vector<int> prompt_ids = test::ids_of(rec["prompt_ids"]);
-        options.max_new_tokens = glass::new_tokens_for_steps(rec["steps"].get<int>(), int(prompt_ids.size()));
-        const auto r = glass::generate(gpu, test::shipped_tok(), rec["prompt"].get<std::string>(), options);
+        const auto r = glass::generate(gpu, test::shipped_tok(), rec["prompt"].get<std::string>(), test::golden_options(rec));
         CHECK(r.generated_ids == test::ids_of(rec["generated_ids"]));
     }
 }
