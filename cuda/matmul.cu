@@ -167,10 +167,11 @@ static void load_symbol(void* library, const char* name, F& f) {
 static const CublasApi& cublas() {
     static const CublasApi api = [] {
         const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-        void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (!library) library = dlopen((std::string(GLASS_CUBLAS_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+        // The toolkit's own copy first (the headers this file was compiled with), then the loader's.
+        void* library = dlopen((std::string(GLASS_CUBLAS_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!library) library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
         if (!library)
-            fail("cannot load cuBLAS (", name, ", also tried ", GLASS_CUBLAS_DIR, "): ", dlerror(),
+            fail("cannot load cuBLAS (", name, " from ", GLASS_CUBLAS_DIR, " or the loader's path): ", dlerror(),
                  "; the other matmul kernels (naive, tiled, warp_per_row) do not need it");
         CublasApi a;
         load_symbol(library, "cublasCreate_v2", a.create);

@@ -1,0 +1,610 @@
+// cuda/emulator/emulator.cpp — runs CUDA kernels on the CPU (see emulator.hpp for what and why).
+//
+// Fibers come from Boost.Context: switching stacks portably (and restoring the floating-point
+// control registers) is exactly the kind of small, subtle machine-specific code a well-kept library
+// should own. Each GPU thread slot gets one fiber with its own 128 KiB stack (a guard page below it
+// turns an overflow into a crash, not corruption); the fibers are made once and reused by every
+// block of every launch.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <boost/context/fiber.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "emulator.hpp"
+
+uint3 threadIdx;
+uint3 blockIdx;
+dim3 blockDim;
+dim3 gridDim;
+
+namespace glass_emu {
+namespace ctx = boost::context;
+
+namespace {
+
+// ---- Errors, as the runtime API reports them -------------------------------------------------------
+//
+// A bad launch configuration or a bad copy is reported once (cudaGetLastError clears it). A fault
+// inside a kernel is "sticky" as on a GPU: every later call reports it, until reset_device().
+std::mutex g_mutex;             // one launch or API call at a time
+cudaError_t g_last_error = cudaSuccess;
+cudaError_t g_sticky_error = cudaSuccess;
+std::string g_message;          // the detail for the most recent error
+cudaError_t g_message_code = cudaSuccess;
+
+cudaError_t report(cudaError_t code, const std::string& message, bool sticky = false) {
+    g_last_error = code;
+    if (sticky) g_sticky_error = code;
+    g_message = "glass CUDA emulator: " + message;
+    g_message_code = code;
+    return code;
+}
+
+std::string to_string(uint3 v) {
+    char text[48];
+    std::snprintf(text, sizeof text, "(%u,%u,%u)", v.x, v.y, v.z);
+    return text;
+}
+std::string to_string(dim3 v) { return to_string(uint3{v.x, v.y, v.z}); }
+
+// ---- Device memory: host memory, with a table of allocations so copies can be checked -------------
+std::map<std::uintptr_t, std::size_t> g_allocations;  // start -> bytes
+
+// The allocation holding [p, p + bytes), or an explanation of why there is none.
+bool inside_allocation(const void* p, std::size_t bytes, std::string* why) {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    auto it = g_allocations.upper_bound(address);
+    if (it == g_allocations.begin()) {
+        *why = "is not device memory (no cudaMalloc'ed block holds it)";
+        return false;
+    }
+    --it;
+    const std::uintptr_t start = it->first;
+    if (address >= start + it->second) {
+        *why = "is not device memory (no cudaMalloc'ed block holds it)";
+        return false;
+    }
+    if (address + bytes > start + it->second) {
+        std::ostringstream s;
+        s << "runs " << (address + bytes - start - it->second) << " bytes past the end of its "
+          << it->second << "-byte allocation (it starts " << (address - start) << " bytes in)";
+        *why = s.str();
+        return false;
+    }
+    return true;
+}
+
+// ---- The scheduler -------------------------------------------------------------------------------------
+
+enum class State { idle, ready, at_barrier, at_shuffle, done };
+
+struct Thread {
+    uint3 index;
+    int linear = 0, warp = 0, lane = 0;
+    State state = State::idle;
+    bool in_body = false;    // paused inside the kernel (its stack holds kernel frames)
+    ctx::fiber fiber;        // this thread's stack, paused where it last stopped
+    ctx::fiber scheduler;    // the scheduler's continuation while this thread runs
+    // The shuffle this lane is waiting in.
+    unsigned mask = 0;
+    std::uint64_t offered = 0, received = 0;
+    int source = 0;
+};
+
+struct Warp {
+    int arrived = 0;
+    unsigned mask = 0;
+};
+
+// The launch being run.
+struct Launch {
+    const char* kernel = "";
+    dim3 grid, block;
+    std::size_t shared_bytes = 0;
+    void (*body)(void*) = nullptr;
+    void* context = nullptr;
+    int n_threads = 0;                     // per block
+    bool direct = false;                   // this block runs without fibers
+    bool synchronized = false;             // some thread reached a barrier or a shuffle
+    std::unique_ptr<std::byte[]> shared;   // this block's dynamic shared memory
+    std::vector<Warp> warps;
+    int at_barrier = 0, done = 0;
+    Thread* current = nullptr;
+    std::string fault;                     // the first problem found; ends the launch
+};
+
+Launch* g_launch = nullptr;
+std::vector<std::unique_ptr<Thread>> g_pool;  // fiber slots, grown to the largest block seen
+constexpr std::size_t kStackBytes = 128 * 1024;
+
+// Thrown where a synchronization point is reached by a block the emulator runs without fibers.
+struct NoFiber : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+void run_body(Thread& t) {
+    Launch& L = *g_launch;
+    t.in_body = true;
+    try {
+        L.body(L.context);
+    } catch (const ctx::detail::forced_unwind&) {
+        throw;  // the fiber is being destroyed: let Boost unwind it
+    } catch (const std::exception& e) {
+        if (L.fault.empty()) L.fault = "thread " + to_string(t.index) + " threw: " + e.what();
+    } catch (...) {
+        if (L.fault.empty()) L.fault = "thread " + to_string(t.index) + " threw an unknown exception";
+    }
+    t.in_body = false;
+    t.state = State::done;
+    ++L.done;
+}
+
+// Stacks for the fibers: kStackBytes usable, a guard page below (an overflow crashes instead of
+// corrupting the next stack), and the top moved down by a different amount for every slot. Equal
+// offsets would put every fiber's saved registers in the same cache set (all stacks are
+// page-aligned), and a block of 256 threads would evict itself at every switch.
+class StaggeredStack {
+public:
+    explicit StaggeredStack(int slot) : stagger_(static_cast<std::size_t>(slot) * 704 % 65536 / 64 * 64) {}
+    ctx::stack_context allocate() {
+        const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+        mapped_ = (kStackBytes + 65536) / page * page + page;
+        void* base = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) throw std::bad_alloc();
+        mprotect(base, page, PROT_NONE);  // the guard page
+        ctx::stack_context sc;
+        sc.size = mapped_ - stagger_;
+        sc.sp = static_cast<char*>(base) + mapped_ - stagger_;
+        return sc;
+    }
+    void deallocate(ctx::stack_context& sc) noexcept {
+        munmap(static_cast<char*>(sc.sp) + stagger_ - mapped_, mapped_);
+    }
+
+private:
+    std::size_t stagger_, mapped_ = 0;
+};
+
+ctx::fiber make_fiber(Thread* t) {
+    return ctx::fiber(std::allocator_arg, StaggeredStack(t->linear),
+                      [t](ctx::fiber&& scheduler) {
+                          for (;;) {  // one block's thread per turn of the loop
+                              t->scheduler = std::move(scheduler);
+                              run_body(*t);
+                              scheduler = std::move(t->scheduler).resume();
+                          }
+                          return std::move(scheduler);
+                      });
+}
+
+// Called on a thread's own fiber: back to the scheduler until it resumes us.
+void pause(Thread& t) { t.scheduler = std::move(t.scheduler).resume(); }
+
+void resume(Launch& L, Thread& t) {
+    threadIdx = t.index;
+    L.current = &t;
+    t.state = State::ready;
+    t.fiber = std::move(t.fiber).resume();
+    L.current = nullptr;
+}
+
+std::string describe_deadlock(const Launch& L) {
+    std::ostringstream s;
+    s << "block " << to_string(blockIdx) << " can go no further: ";
+    const int n = L.n_threads;
+    if (L.at_barrier > 0)
+        s << L.at_barrier << " of " << n << " threads wait at __syncthreads while " << L.done
+          << " have returned (every thread of a block must reach each __syncthreads)";
+    for (std::size_t w = 0; w < L.warps.size(); ++w) {
+        const Warp& warp = L.warps[w];
+        if (warp.arrived == 0) continue;
+        s << (L.at_barrier > 0 ? "; " : "") << "warp " << w << ": " << warp.arrived << " of "
+          << std::popcount(warp.mask) << " lanes named by mask 0x" << std::hex << warp.mask << std::dec
+          << " wait in a shuffle; missing lanes:";
+        for (int lane = 0; lane < 32; ++lane) {
+            const int i = static_cast<int>(w) * 32 + lane;
+            if ((warp.mask >> lane & 1u) && i < n && g_pool[static_cast<std::size_t>(i)]->state != State::at_shuffle)
+                s << " " << lane << (g_pool[static_cast<std::size_t>(i)]->state == State::done ? " (returned)" : " (at __syncthreads)");
+        }
+    }
+    return s.str();
+}
+
+void run_block_with_fibers(Launch& L) {
+    const int n = L.n_threads;
+    L.at_barrier = 0;
+    L.done = 0;
+    std::fill(L.warps.begin(), L.warps.end(), Warp{});
+    for (int i = 0; i < n; ++i) {
+        Thread& t = *g_pool[static_cast<std::size_t>(i)];
+        if (!t.fiber) t.fiber = make_fiber(&t);
+        t.state = State::ready;
+    }
+    while (L.done < n && L.fault.empty()) {
+        bool progress = false;
+        for (int i = 0; i < n && L.fault.empty(); ++i) {
+            Thread& t = *g_pool[static_cast<std::size_t>(i)];
+            if (t.state != State::ready) continue;
+            resume(L, t);
+            progress = true;
+        }
+        if (!progress && L.fault.empty()) L.fault = describe_deadlock(L);
+    }
+    if (!L.fault.empty())
+        for (int i = 0; i < n; ++i) {  // threads stopped mid-kernel: unwind and drop their stacks
+            Thread& t = *g_pool[static_cast<std::size_t>(i)];
+            if (t.in_body) {
+                t.fiber = ctx::fiber{};
+                t.in_body = false;
+            }
+            t.state = State::idle;
+        }
+    for (int i = 0; i < n; ++i) g_pool[static_cast<std::size_t>(i)]->state = State::idle;
+}
+
+void run_block_directly(Launch& L) {
+    Thread& t = *g_pool[0];  // only its index fields are used
+    for (int i = 0; i < L.n_threads && L.fault.empty(); ++i) {
+        t.index = g_pool[static_cast<std::size_t>(i)]->index;
+        threadIdx = t.index;
+        L.current = &t;
+        try {
+            L.body(L.context);
+        } catch (const NoFiber& e) {
+            L.fault = std::string("thread ") + to_string(t.index) + " " + e.what();
+        } catch (const std::exception& e) {
+            L.fault = "thread " + to_string(t.index) + " threw: " + e.what();
+        }
+        L.current = nullptr;
+    }
+    t.index = uint3{0, 0, 0};
+}
+
+std::string check_config(const Launch& L) {
+    const dim3 g = L.grid, b = L.block;
+    std::ostringstream s;
+    const std::uint64_t threads = std::uint64_t{b.x} * b.y * b.z;
+    if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0)
+        s << "grid " << to_string(g) << " or block " << to_string(b) << " has a zero dimension";
+    else if (threads > 1024)
+        s << "block " << to_string(b) << " has " << threads << " threads; at most 1024";
+    else if (b.x > 1024 || b.y > 1024 || b.z > 64)
+        s << "block " << to_string(b) << " exceeds the per-dimension limits (1024, 1024, 64)";
+    else if (g.x > 2147483647u || g.y > 65535 || g.z > 65535)
+        s << "grid " << to_string(g) << " exceeds the limits (2^31 - 1, 65535, 65535)";
+    else if (L.shared_bytes > 48 * 1024)
+        s << L.shared_bytes << " bytes of dynamic shared memory; at most 49152 without opting in";
+    return s.str();
+}
+
+}  // namespace
+
+// ---- Launches ------------------------------------------------------------------------------------------
+
+void run_grid(const char* kernel, const LaunchConfig& config, void (*thread_body)(void*), void* context) {
+    std::lock_guard lock(g_mutex);
+    if (g_sticky_error != cudaSuccess) return;  // a faulted device runs nothing more
+    Launch L;
+    L.kernel = kernel;
+    L.grid = config.grid;
+    L.block = config.block;
+    L.shared_bytes = config.shared_bytes;
+    L.body = thread_body;
+    L.context = context;
+    if (const std::string bad = check_config(L); !bad.empty()) {
+        report(cudaErrorInvalidConfiguration, std::string("launch of ") + kernel + ": " + bad);
+        return;
+    }
+    L.n_threads = static_cast<int>(config.block.x * config.block.y * config.block.z);
+    L.warps.resize(static_cast<std::size_t>((L.n_threads + 31) / 32));
+    while (g_pool.size() < static_cast<std::size_t>(L.n_threads)) g_pool.push_back(std::make_unique<Thread>());
+    int i = 0;
+    for (unsigned z = 0; z < config.block.z; ++z)
+        for (unsigned y = 0; y < config.block.y; ++y)
+            for (unsigned x = 0; x < config.block.x; ++x, ++i) {
+                Thread& t = *g_pool[static_cast<std::size_t>(i)];
+                t.index = uint3{x, y, z};
+                t.linear = i;
+                t.warp = i / 32;
+                t.lane = i % 32;
+            }
+
+    g_launch = &L;
+    gridDim = config.grid;
+    blockDim = config.block;
+    bool first = true;
+    for (unsigned bz = 0; bz < config.grid.z && L.fault.empty(); ++bz)
+        for (unsigned by = 0; by < config.grid.y && L.fault.empty(); ++by)
+            for (unsigned bx = 0; bx < config.grid.x && L.fault.empty(); ++bx) {
+                blockIdx = uint3{bx, by, bz};
+                if (L.shared_bytes > 0) {  // fresh per block, filled with 0xff bytes (NaN as floats)
+                    L.shared.reset(new std::byte[L.shared_bytes]);
+                    std::memset(L.shared.get(), 0xff, L.shared_bytes);
+                }
+                L.direct = !first && !L.synchronized;
+                if (L.direct)
+                    run_block_directly(L);
+                else
+                    run_block_with_fibers(L);
+                first = false;
+            }
+    g_launch = nullptr;
+    if (!L.fault.empty())
+        report(cudaErrorLaunchFailure, std::string("kernel ") + kernel + " <<<" + to_string(config.grid) +
+                                           ", " + to_string(config.block) + ">>>, block " +
+                                           to_string(blockIdx) + ": " + L.fault,
+               /*sticky=*/true);
+    threadIdx = blockIdx = uint3{};
+}
+
+void* dynamic_shared_memory() {
+    if (!g_launch) throw std::logic_error("dynamic shared memory used outside a kernel");
+    return g_launch->shared.get();
+}
+
+int lane_id() {
+    if (!g_launch || !g_launch->current) throw std::logic_error("a warp function called outside a kernel");
+    return g_launch->current->lane;
+}
+
+void sync_block() {
+    if (!g_launch || !g_launch->current) throw std::logic_error("__syncthreads called outside a kernel");
+    Launch& L = *g_launch;
+    if (L.direct)
+        throw NoFiber("reached __syncthreads, but no thread of the launch's first block did; the "
+                      "emulator runs such launches without fibers (make the synchronization uniform)");
+    L.synchronized = true;
+    Thread& t = *L.current;
+    t.state = State::at_barrier;
+    ++L.at_barrier;
+    if (L.done == 0 && L.at_barrier == L.n_threads) {  // the last to arrive releases everyone
+        for (int i = 0; i < L.n_threads; ++i) g_pool[static_cast<std::size_t>(i)]->state = State::ready;
+        L.at_barrier = 0;
+        return;
+    }
+    pause(t);
+}
+
+std::uint64_t exchange_in_warp(unsigned mask, std::uint64_t value, int source) {
+    if (!g_launch || !g_launch->current) throw std::logic_error("a shuffle called outside a kernel");
+    Launch& L = *g_launch;
+    if (L.direct)
+        throw NoFiber("reached a warp shuffle, but no thread of the launch's first block did; the "
+                      "emulator runs such launches without fibers");
+    L.synchronized = true;
+    Thread& t = *L.current;
+    Warp& w = L.warps[static_cast<std::size_t>(t.warp)];
+    const int lanes_here = std::min(32, L.n_threads - t.warp * 32);
+    const unsigned existing = lanes_here == 32 ? 0xffffffffu : (1u << lanes_here) - 1u;
+    auto stop = [&](const std::string& why) {
+        if (L.fault.empty()) L.fault = "thread " + to_string(t.index) + " (warp " + std::to_string(t.warp) +
+                                       ", lane " + std::to_string(t.lane) + "): " + why;
+        t.state = State::at_shuffle;
+        pause(t);  // never resumed: the scheduler ends the launch
+        return std::uint64_t{0};
+    };
+    const auto hex = [mask] {
+        char text[16];
+        std::snprintf(text, sizeof text, "0x%08x", mask);
+        return std::string(text);
+    };
+    if (!(mask >> t.lane & 1u)) return stop("shuffle mask " + hex() + " leaves out the calling lane");
+    if (mask & ~existing)
+        return stop("shuffle mask " + hex() + " names lanes this warp does not have (block of " +
+                    std::to_string(L.n_threads) + " threads)");
+    if (w.arrived > 0 && w.mask != mask) return stop("lanes of one warp pass different shuffle masks");
+    w.mask = mask;
+    t.mask = mask;
+    t.offered = value;
+    t.source = source;
+    t.state = State::at_shuffle;
+    if (++w.arrived == std::popcount(mask)) {  // the last lane named by the mask exchanges for all
+        for (int lane = 0; lane < 32; ++lane) {
+            if (!(mask >> lane & 1u)) continue;
+            Thread& u = *g_pool[static_cast<std::size_t>(t.warp * 32 + lane)];
+            if (u.source < 0 || u.source >= 32) {
+                u.received = u.offered;
+            } else if (!(mask >> u.source & 1u)) {
+                return stop("lane " + std::to_string(lane) + " reads lane " + std::to_string(u.source) +
+                            ", which mask " + hex() + " leaves out (undefined on a GPU)");
+            } else {
+                u.received = g_pool[static_cast<std::size_t>(t.warp * 32 + u.source)]->offered;
+            }
+            u.state = State::ready;
+        }
+        w.arrived = 0;
+        return t.received;
+    }
+    pause(t);
+    return t.received;
+}
+
+// Clears a sticky fault (the emulator's cudaDeviceReset): for tests of the emulator itself.
+void reset_device() {
+    std::lock_guard lock(g_mutex);
+    g_sticky_error = g_last_error = cudaSuccess;
+}
+
+}  // namespace glass_emu
+
+// ---- The runtime API ---------------------------------------------------------------------------------
+
+using glass_emu::g_last_error;
+using glass_emu::g_sticky_error;
+
+const char* cudaGetErrorName(cudaError_t error) {
+    switch (error) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+        case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+        case cudaErrorNoDevice: return "cudaErrorNoDevice";
+        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    }
+    return "cudaErrorUnknown";
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+    if (error == glass_emu::g_message_code && error != cudaSuccess) return glass_emu::g_message.c_str();
+    switch (error) {
+        case cudaSuccess: return "no error";
+        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+        case cudaErrorLaunchFailure: return "unspecified launch failure";
+        default: return "error (glass CUDA emulator)";
+    }
+}
+
+cudaError_t cudaGetLastError() {
+    std::lock_guard lock(glass_emu::g_mutex);
+    const cudaError_t e = g_sticky_error != cudaSuccess ? g_sticky_error : g_last_error;
+    g_last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError() {
+    std::lock_guard lock(glass_emu::g_mutex);
+    return g_sticky_error != cudaSuccess ? g_sticky_error : g_last_error;
+}
+
+static bool no_device_wanted() {
+    const char* v = std::getenv("GLASS_EMULATOR_NO_DEVICE");
+    return v && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+    std::lock_guard lock(glass_emu::g_mutex);
+    if (!count) return glass_emu::report(cudaErrorInvalidValue, "cudaGetDeviceCount: null count");
+    if (no_device_wanted()) {
+        *count = 0;
+        return glass_emu::report(cudaErrorNoDevice, "no device (GLASS_EMULATOR_NO_DEVICE is set)");
+    }
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+    std::lock_guard lock(glass_emu::g_mutex);
+    if (!prop) return glass_emu::report(cudaErrorInvalidValue, "cudaGetDeviceProperties: null prop");
+    if (device != 0) return glass_emu::report(cudaErrorInvalidDevice, "device " + std::to_string(device) + " does not exist");
+    *prop = cudaDeviceProp{};
+    std::snprintf(prop->name, sizeof prop->name, "glass CUDA emulator (CPU, not a GPU)");
+    prop->totalGlobalMem = std::size_t{1} << 34;
+    prop->sharedMemPerBlock = 48 * 1024;
+    prop->maxThreadsPerBlock = 1024;
+    prop->warpSize = 32;
+    prop->multiProcessorCount = 1;
+    prop->major = 9;
+    prop->minor = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+    std::lock_guard lock(glass_emu::g_mutex);
+    return g_sticky_error;
+}
+
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
+    std::lock_guard lock(glass_emu::g_mutex);
+    if (!ptr) return glass_emu::report(cudaErrorInvalidValue, "cudaMalloc: null pointer");
+    if (g_sticky_error != cudaSuccess) return g_sticky_error;
+    *ptr = nullptr;
+    if (bytes == 0) return cudaSuccess;
+    // 256-byte aligned like cudaMalloc; the table keeps the requested size, so a copy past it fails.
+    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!p) return glass_emu::report(cudaErrorMemoryAllocation, "cudaMalloc of " + std::to_string(bytes) + " bytes: out of memory");
+    glass_emu::g_allocations[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+    std::lock_guard lock(glass_emu::g_mutex);
+    if (!ptr) return cudaSuccess;
+    const auto it = glass_emu::g_allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == glass_emu::g_allocations.end())
+        return glass_emu::report(cudaErrorInvalidDevicePointer, "cudaFree of a pointer cudaMalloc did not return");
+    glass_emu::g_allocations.erase(it);
+    std::free(ptr);
+    return g_sticky_error;
+}
+
+static cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, const char* what) {
+    std::lock_guard lock(glass_emu::g_mutex);
+    if (g_sticky_error != cudaSuccess) return g_sticky_error;
+    if (bytes == 0) return cudaSuccess;
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+        return glass_emu::report(cudaErrorInvalidMemcpyDirection, std::string(what) + ": bad direction");
+    std::string why;
+    const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (dst_device && !glass_emu::inside_allocation(dst, bytes, &why))
+        return glass_emu::report(cudaErrorInvalidValue, std::string(what) + " of " + std::to_string(bytes) + " bytes: the destination " + why);
+    if (src_device && !glass_emu::inside_allocation(src, bytes, &why))
+        return glass_emu::report(cudaErrorInvalidValue, std::string(what) + " of " + std::to_string(bytes) + " bytes: the source " + why);
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    return copy(dst, src, bytes, kind, "cudaMemcpy");
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+    return copy(dst, src, bytes, kind, "cudaMemcpyAsync");
+}
+
+cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
+    std::lock_guard lock(glass_emu::g_mutex);
+    if (g_sticky_error != cudaSuccess) return g_sticky_error;
+    std::string why;
+    if (bytes > 0 && !glass_emu::inside_allocation(ptr, bytes, &why))
+        return glass_emu::report(cudaErrorInvalidValue, "cudaMemset of " + std::to_string(bytes) + " bytes: the destination " + why);
+    std::memset(ptr, value, bytes);
+    return cudaSuccess;
+}
+
+struct CUevent_st {
+    std::chrono::steady_clock::time_point when;
+    bool recorded = false;
+};
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+    if (!event) return cudaErrorInvalidValue;
+    *event = new CUevent_st;
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    delete event;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+    if (!event) return cudaErrorInvalidResourceHandle;
+    event->when = std::chrono::steady_clock::now();  // work before it has already run
+    event->recorded = true;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) { return event ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms || !start || !end || !start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
+    *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+    return cudaSuccess;
+}

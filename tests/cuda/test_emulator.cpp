@@ -1,0 +1,151 @@
+// tests/cuda/test_emulator.cpp — the CUDA emulator (cuda/emulator) against the rules of the GPU.
+//
+// The emulated harness (cuda_ops_emulated, cuda_model_emulated) is only worth something if the
+// emulator runs kernels the way a GPU does and refuses what a GPU would not run. So: barriers and
+// shuffles give the values CUDA defines (checked against answers computed here), and each broken
+// kernel of emulator_kernels.cu, each bad launch and each bad copy fails with a message naming it.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "emulator_kernels.hpp"
+
+namespace et = emulator_test;
+
+namespace {
+
+// A device buffer of n T's, freed at scope exit.
+template <typename T>
+struct Device {
+    T* p = nullptr;
+    std::size_t n;
+    explicit Device(std::size_t count) : n(count) { REQUIRE(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T)) == cudaSuccess); }
+    ~Device() { cudaFree(p); }
+    std::vector<T> host() const {
+        std::vector<T> v(n);
+        REQUIRE(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+        return v;
+    }
+    void set(const std::vector<T>& v) { REQUIRE(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess); }
+};
+
+// Expects the launch to have failed with a sticky launch failure whose message has `text`, then
+// clears the fault so the next test starts from a working device.
+void expect_fault(cudaError_t status, const std::string& text) {
+    CHECK(status == cudaErrorLaunchFailure);
+    const std::string message = cudaGetErrorString(status);
+    INFO(message);
+    CHECK(message.find(text) != std::string::npos);
+    void* p = nullptr;
+    CHECK(cudaMalloc(&p, 4) == cudaErrorLaunchFailure);  // sticky: the device refuses everything
+    glass_emu::reset_device();
+    CHECK(cudaMalloc(&p, 4) == cudaSuccess);
+    cudaFree(p);
+}
+
+}  // namespace
+
+TEST_CASE("a barrier waits for every thread of the block (1-D and 2-D blocks)") {
+    struct Shape { int blocks, bx, by; };
+    for (Shape s : {Shape{1, 32, 1}, Shape{3, 256, 1}, Shape{2, 16, 16}, Shape{1, 1024, 1}, Shape{2, 7, 3}}) {
+        CAPTURE(s.bx);
+        CAPTURE(s.by);
+        const int n = s.bx * s.by;
+        std::vector<float> in(std::size_t(s.blocks) * n);
+        std::iota(in.begin(), in.end(), 0.0f);
+        Device<float> d_in(in.size()), d_out(in.size());
+        d_in.set(in);
+        REQUIRE(et::reverse(d_in.p, d_out.p, s.blocks, s.bx, s.by) == cudaSuccess);
+        const std::vector<float> out = d_out.host();
+        int wrong = 0;
+        for (int b = 0; b < s.blocks; ++b)
+            for (int i = 0; i < n; ++i) wrong += out[std::size_t(b * n + i)] != in[std::size_t(b * n + n - 1 - i)];
+        CHECK(wrong == 0);
+    }
+}
+
+TEST_CASE("shuffles return the lane CUDA defines, and their edge rules") {
+    std::vector<int> in(32);
+    for (int i = 0; i < 32; ++i) in[std::size_t(i)] = 100 + i * i;
+    Device<int> d_in(32), d_out(32 * 5);
+    d_in.set(in);
+    REQUIRE(et::shuffles(d_in.p, d_out.p) == cudaSuccess);
+    const std::vector<int> out = d_out.host();
+    const int total = std::accumulate(in.begin(), in.end(), 0);
+    for (int lane = 0; lane < 32; ++lane) {
+        CAPTURE(lane);
+        const int* o = &out[std::size_t(5 * lane)];
+        CHECK(o[0] == in[std::size_t(lane + 1 < 32 ? lane + 1 : lane)]);  // past the edge: own value
+        CHECK(o[1] == in[std::size_t(lane >= 3 ? lane - 3 : lane)]);
+        CHECK(o[2] == in[std::size_t(lane ^ 5)]);
+        CHECK(o[3] == in[7]);
+        CHECK(o[4] == total);
+    }
+}
+
+TEST_CASE("dynamic shared memory has the launch's size") {
+    Device<float> out(100);
+    REQUIRE(et::dynamic_shared(out.p, 100) == cudaSuccess);
+    const std::vector<float> v = out.host();
+    for (int i = 0; i < 100; ++i) CHECK(v[std::size_t(i)] == float((i + 1) % 100) * 2.0f);
+}
+
+TEST_CASE("broken kernels fail with a message that names the problem") {
+    Device<float> out(64);
+    expect_fault(et::divergent_barrier(out.p), "divergent_barrier_kernel");
+    expect_fault(et::divergent_barrier(out.p), "16 of 32 threads wait at __syncthreads while 16 have returned");
+    expect_fault(et::shuffle_after_return(out.p), "missing lanes: 16 (returned)");
+    expect_fault(et::mask_beyond_block(out.p), "names lanes this warp does not have");
+    expect_fault(et::late_barrier(out.p), "no thread of the launch's first block did");
+}
+
+TEST_CASE("launch configurations beyond the GPU's limits are refused, and not sticky") {
+    struct Bad { unsigned gx, gy, bx, by; std::size_t shared; const char* text; };
+    for (Bad b : {Bad{1, 1, 1025, 1, 0, "1025 threads"}, Bad{1, 1, 64, 32, 0, "2048 threads"},
+                  Bad{1, 70000, 32, 1, 0, "exceeds the limits"}, Bad{0, 1, 32, 1, 0, "zero dimension"},
+                  Bad{1, 1, 32, 1, 49153, "49153 bytes of dynamic shared memory"}}) {
+        CAPTURE(b.text);
+        const cudaError_t status = et::launch_noop(b.gx, b.gy, b.bx, b.by, b.shared);
+        CHECK(status == cudaErrorInvalidConfiguration);
+        CHECK(std::string(cudaGetErrorString(status)).find(b.text) != std::string::npos);
+        CHECK(cudaGetLastError() == cudaSuccess);  // reported once
+    }
+    CHECK(et::launch_noop(1, 65535, 1024, 1, 49152) == cudaSuccess);  // exactly at the limits
+}
+
+TEST_CASE("copies are checked against the allocation they touch") {
+    Device<float> d(10);
+    std::vector<float> host(11, 1.0f);
+    CHECK(cudaMemcpy(d.p, host.data(), 10 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    const cudaError_t over = cudaMemcpy(d.p, host.data(), 11 * sizeof(float), cudaMemcpyHostToDevice);
+    CHECK(over == cudaErrorInvalidValue);
+    CHECK(std::string(cudaGetErrorString(over)).find("runs 4 bytes past the end of its 40-byte allocation") != std::string::npos);
+    CHECK(cudaMemcpy(host.data(), d.p + 1, 10 * sizeof(float), cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+    CHECK(cudaMemcpy(host.data(), host.data() + 1, 4, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);  // host memory
+    CHECK(cudaMemset(d.p + 9, 0, 8) == cudaErrorInvalidValue);
+    CHECK(cudaFree(host.data()) == cudaErrorInvalidDevicePointer);
+}
+
+TEST_CASE("the stand-in cub sort is stable, descending, and orders floats by value") {
+    const std::vector<float> keys = {0.5f, -1.0f, 2.0f, 0.5f, -0.0f, 0.0f, 2.0f, -3.5f, 0.5f};
+    std::vector<int> ids(keys.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    std::vector<float> sorted_keys(keys.size());
+    std::vector<int> sorted_ids(keys.size());
+    std::size_t bytes = 0;
+    CHECK(cub::DeviceRadixSort::SortPairsDescending(nullptr, bytes, keys.data(), sorted_keys.data(), ids.data(),
+                                                    sorted_ids.data(), int(keys.size())) == cudaSuccess);
+    std::vector<unsigned char> scratch(bytes);
+    CHECK(cub::DeviceRadixSort::SortPairsDescending(scratch.data(), bytes, keys.data(), sorted_keys.data(), ids.data(),
+                                                    sorted_ids.data(), int(keys.size())) == cudaSuccess);
+    CHECK(sorted_ids == std::vector<int>{2, 6, 0, 3, 8, 5, 4, 1, 7});  // ties keep input order; +0 above -0
+    std::size_t too_small = bytes - 1;
+    CHECK(cub::DeviceRadixSort::SortPairsDescending(scratch.data(), too_small, keys.data(), sorted_keys.data(),
+                                                    ids.data(), sorted_ids.data(), int(keys.size())) == cudaErrorInvalidValue);
+}
