@@ -438,3 +438,31 @@ TEST_CASE("example 08_generate: the streamed story matches llama2.c; C10 arithme
     CHECK(std::fabs(number(r.out, "C10 total latency s") - 4.38) < 0.005);
     CHECK(std::fabs(total - 4.38) < 1e-9);
 }
+
+#ifndef GLASS_WITHOUT_CUDA_EMULATOR
+TEST_CASE("example 12_cuda_twin: every CUDA stage within 1e-5 of the CPU, and llama2.c's story") {
+    const test::Run r = run_example("12_cuda_twin");
+    CHECK(value_of(r.out, "device").find("emulator") != std::string::npos);  // this build links the emulator
+    // Every stage line ends in "ok" and shows an error at most 1e-5 (checked from the number itself).
+    int stages = 0;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("  ", 0) != 0 || line.find(" [") == std::string::npos) continue;
+        INFO(line);
+        const std::vector<double> v = numbers(line.substr(line.find(']') + 1));
+        REQUIRE(v.size() == 1);
+        CHECK(v[0] <= 1e-5);
+        CHECK(line.substr(line.size() - 2) == "ok");
+        ++stages;
+    }
+    CHECK(stages == 12);  // embedding, rmsnorm, 4 matmul kernels, k, rope q/k, attention, 2 residuals
+    // The whole model: run.c's greedy story for the default prompt at -n 32.
+    const nlohmann::json g = greedy_golden("Once upon a time", 32);
+    const glass::Llama2cTokenizer& tok = test::shipped_tok();
+    const std::string want = tok.decode_all(test::ids_of(g["generated_ids"]));
+    CHECK(value_of(r.out, "  CudaSession") == want);
+    CHECK(value_of(r.out, "  CpuSession") == " " + want);  // one more space: aligned under CudaSession
+    CHECK(value_of(r.out, "  same tokens") == "yes");
+    CHECK(numbers(value_of(r.out, "  worst logits error, all steps")).at(0) <= 1e-5);
+}
+#endif

@@ -5,6 +5,7 @@
 // should own. Each GPU thread slot gets one fiber with its own 128 KiB stack (a guard page below it
 // turns an overflow into a crash, not corruption); the fibers are made once and reused by every
 // block of every launch.
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -62,8 +63,22 @@ std::string to_string(uint3 v) {
 }
 std::string to_string(dim3 v) { return to_string(uint3{v.x, v.y, v.z}); }
 
-// ---- Device memory: host memory, with a table of allocations so copies can be checked -------------
-std::map<std::uintptr_t, std::size_t> g_allocations;  // start -> bytes
+// ---- Device memory: host memory, laid out so that overruns are caught -------------------------------
+//
+// Each cudaMalloc gets its own mapping: the allocation ends within 16 bytes of the mapping's last
+// readable page, and the page after it is a guard (no access). A kernel that reads or writes past
+// the end of a buffer touches the guard, and the fault handler below names the kernel, block,
+// thread and buffer before the process dies. The price: allocations are 16-byte aligned where
+// cudaMalloc promises 256 (glass's kernels ask for 16 at most, and check it). New memory is filled
+// with 0xff bytes, NaN as floats: a kernel that reads memory nobody wrote sees NaN, as the
+// harness's poisoning intends, instead of the zeros a fresh mapping would hand it.
+struct Allocation {
+    std::size_t bytes;       // as asked
+    void* mapping;           // the whole mapping, guard page included
+    std::size_t mapped;
+};
+std::map<std::uintptr_t, Allocation> g_allocations;  // start -> allocation
+std::size_t page_size() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
 
 // The allocation holding [p, p + bytes), or an explanation of why there is none.
 bool inside_allocation(const void* p, std::size_t bytes, std::string* why) {
@@ -75,14 +90,15 @@ bool inside_allocation(const void* p, std::size_t bytes, std::string* why) {
     }
     --it;
     const std::uintptr_t start = it->first;
-    if (address >= start + it->second) {
+    const std::size_t size = it->second.bytes;
+    if (address >= start + size) {
         *why = "is not device memory (no cudaMalloc'ed block holds it)";
         return false;
     }
-    if (address + bytes > start + it->second) {
+    if (address + bytes > start + size) {
         std::ostringstream s;
-        s << "runs " << (address + bytes - start - it->second) << " bytes past the end of its "
-          << it->second << "-byte allocation (it starts " << (address - start) << " bytes in)";
+        s << "runs " << (address + bytes - start - size) << " bytes past the end of its " << size
+          << "-byte allocation (it starts " << (address - start) << " bytes in)";
         *why = s.str();
         return false;
     }
@@ -290,6 +306,54 @@ std::string check_config(const Launch& L) {
     else if (L.shared_bytes > 48 * 1024)
         s << L.shared_bytes << " bytes of dynamic shared memory; at most 49152 without opting in";
     return s.str();
+}
+
+// ---- Memory faults inside kernels -------------------------------------------------------------------
+//
+// SIGSEGV/SIGBUS while a kernel runs: say which kernel, block and thread, and what the address
+// was (past the end of which allocation, or a thread's stack guard), then let the signal kill the
+// process as usual. Runs on its own stack, so a fiber's stack overflow can be reported too.
+void on_memory_fault(int signal, siginfo_t* info, void*) {
+    char text[512];
+    int n = 0;
+    const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+    const Launch* L = g_launch;
+    if (L) {
+        n = std::snprintf(text, sizeof text,
+                          "\nglass CUDA emulator: kernel %s, block (%u,%u,%u), thread (%u,%u,%u): invalid "
+                          "memory access at 0x%llx",
+                          L->kernel, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z,
+                          static_cast<unsigned long long>(address));
+        auto it = g_allocations.upper_bound(address);
+        if (it != g_allocations.begin()) {
+            --it;
+            const std::uintptr_t end = it->first + it->second.bytes;
+            if (address >= end && address < end + page_size() + 16)
+                n += std::snprintf(text + n, sizeof text - static_cast<std::size_t>(n),
+                                   ", %llu bytes past the end of a %zu-byte device allocation",
+                                   static_cast<unsigned long long>(address - end), it->second.bytes);
+        }
+        n += std::snprintf(text + n, sizeof text - static_cast<std::size_t>(n), "\n");
+        if (n > 0 && write(STDERR_FILENO, text, static_cast<std::size_t>(std::min(n, 511))) < 0) n = 0;
+    }
+    ::signal(signal, SIG_DFL);  // returning re-runs the access, which now ends the process
+}
+
+void install_fault_handler() {
+    static bool installed = false;
+    if (installed) return;
+    installed = true;
+    static std::vector<char> alternate_stack(64 * 1024);
+    stack_t ss{};
+    ss.ss_sp = alternate_stack.data();
+    ss.ss_size = alternate_stack.size();
+    sigaltstack(&ss, nullptr);
+    struct sigaction action {};
+    action.sa_sigaction = on_memory_fault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, nullptr);
+    sigaction(SIGBUS, &action, nullptr);
 }
 
 }  // namespace
@@ -528,10 +592,16 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
     if (g_sticky_error != cudaSuccess) return g_sticky_error;
     *ptr = nullptr;
     if (bytes == 0) return cudaSuccess;
-    // 256-byte aligned like cudaMalloc; the table keeps the requested size, so a copy past it fails.
-    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (!p) return glass_emu::report(cudaErrorMemoryAllocation, "cudaMalloc of " + std::to_string(bytes) + " bytes: out of memory");
-    glass_emu::g_allocations[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+    glass_emu::install_fault_handler();
+    const std::size_t page = glass_emu::page_size(), rounded = (bytes + 15) / 16 * 16;
+    const std::size_t readable = (rounded + page - 1) / page * page, mapped = readable + page;
+    void* mapping = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapping == MAP_FAILED)
+        return glass_emu::report(cudaErrorMemoryAllocation, "cudaMalloc of " + std::to_string(bytes) + " bytes: out of memory");
+    mprotect(static_cast<char*>(mapping) + readable, page, PROT_NONE);  // the guard page
+    char* p = static_cast<char*>(mapping) + readable - rounded;
+    std::memset(p, 0xff, rounded);
+    glass_emu::g_allocations[reinterpret_cast<std::uintptr_t>(p)] = {bytes, mapping, mapped};
     *ptr = p;
     return cudaSuccess;
 }
@@ -542,8 +612,8 @@ cudaError_t cudaFree(void* ptr) {
     const auto it = glass_emu::g_allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (it == glass_emu::g_allocations.end())
         return glass_emu::report(cudaErrorInvalidDevicePointer, "cudaFree of a pointer cudaMalloc did not return");
+    munmap(it->second.mapping, it->second.mapped);
     glass_emu::g_allocations.erase(it);
-    std::free(ptr);
     return g_sticky_error;
 }
 

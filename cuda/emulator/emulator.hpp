@@ -31,10 +31,13 @@
 // written yet, or overwrites one the others have not read): deleting either __syncthreads of
 // matmul_tiled_kernel makes the harness fail. That is a strong hint, not a proof; compute-sanitizer's
 // racecheck on a GPU is the proof.
-// What it cannot show: speed (it is a CPU), a warp's real lockstep timing, reads past the end of a
-// device allocation inside a kernel (device memory is host memory from cudaMalloc; copies *are*
-// checked against the allocation they touch), and the exact rounding of CUDA's expf/sinf/cosf
-// (g++'s libm is used; the harness's 1e-5 tolerance covers both).
+// Memory: device memory is host memory, one mapping per cudaMalloc, the buffer's end against a
+// guard page; a kernel that reads or writes past the end of a buffer is stopped there, and the
+// message names kernel, block, thread and buffer. Fresh allocations hold NaN (0xff bytes), so
+// reading memory nobody wrote shows. Copies are checked against the allocation they touch.
+// What it cannot show: speed (it is a CPU), a warp's real lockstep timing, accesses *before* the
+// start of a buffer or within its last 16 bytes of padding, and the exact rounding of CUDA's
+// expf/sinf/cosf (g++'s libm is used; the harness's 1e-5 tolerance covers both).
 #pragma once
 
 #include <math.h>

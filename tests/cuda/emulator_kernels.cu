@@ -68,6 +68,12 @@ __global__ void late_barrier_kernel(float* out) {
     out[threadIdx.x] = 1.0f;
 }
 
+// Reads one element past the end of `in` (n floats): thread n - 1 reads in[n].
+__global__ void overrun_kernel(const float* in, float* out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i + 1];
+}
+
 __global__ void noop_kernel(float* out) {
     if (out) out[0] = 0.0f;
 }
@@ -100,6 +106,10 @@ cudaError_t mask_beyond_block(float* d_out) {
 }
 cudaError_t late_barrier(float* d_out) {
     late_barrier_kernel<<<3, 32>>>(d_out);
+    return cudaGetLastError();
+}
+cudaError_t overrun(const float* d_in, float* d_out, int n) {
+    overrun_kernel<<<(n + 31) / 32, 32>>>(d_in, d_out, n);
     return cudaGetLastError();
 }
 cudaError_t launch_noop(unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned block_y, std::size_t shared) {

@@ -12,5 +12,6 @@ cudaError_t divergent_barrier(float* d_out);     // 32 floats
 cudaError_t shuffle_after_return(float* d_out);  // 64 floats
 cudaError_t mask_beyond_block(float* d_out);     // 16 floats
 cudaError_t late_barrier(float* d_out);          // 32 floats
+cudaError_t overrun(const float* d_in, float* d_out, int n);  // reads d_in[n]: never returns
 cudaError_t launch_noop(unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned block_y, std::size_t shared);
 }  // namespace emulator_test

@@ -4,12 +4,17 @@
 // emulator runs kernels the way a GPU does and refuses what a GPU would not run. So: barriers and
 // shuffles give the values CUDA defines (checked against answers computed here), and each broken
 // kernel of emulator_kernels.cu, each bad launch and each bad copy fails with a message naming it.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -148,4 +153,36 @@ TEST_CASE("the stand-in cub sort is stable, descending, and orders floats by val
     std::size_t too_small = bytes - 1;
     CHECK(cub::DeviceRadixSort::SortPairsDescending(scratch.data(), too_small, keys.data(), sorted_keys.data(),
                                                     ids.data(), sorted_ids.data(), int(keys.size())) == cudaErrorInvalidValue);
+}
+
+// Run in a child process (it must die): `test_emulator --overrun`.
+int overrun_child() {
+    float* in = nullptr;
+    float* out = nullptr;
+    if (cudaMalloc(reinterpret_cast<void**>(&in), 64 * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(reinterpret_cast<void**>(&out), 64 * sizeof(float)) != cudaSuccess)
+        return 2;
+    et::overrun(in, out, 64);
+    return 0;  // not reached when the overrun is caught
+}
+
+TEST_CASE("a kernel reading past the end of a buffer is stopped, and the message names it") {
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    std::FILE* child = popen(("'" + self + "' --overrun 2>&1").c_str(), "r");
+    REQUIRE(child != nullptr);
+    std::string output;
+    char buffer[512];
+    while (std::fgets(buffer, sizeof buffer, child)) output += buffer;
+    const int status = pclose(child);
+    INFO(output);
+    // Killed by SIGSEGV: directly, or as the shell popen runs reports it (128 + signal number).
+    CHECK((WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status) - 128) == SIGSEGV);
+    CHECK(output.find("kernel overrun_kernel, block (1,0,0), thread (31,0,0): invalid memory access") != std::string::npos);
+    CHECK(output.find("0 bytes past the end of a 256-byte device allocation") != std::string::npos);
+}
+
+int main(int argc, char** argv) {
+    if (argc == 2 && std::strcmp(argv[1], "--overrun") == 0) return overrun_child();
+    doctest::Context context(argc, argv);
+    return context.run();
 }
