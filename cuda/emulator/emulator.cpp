@@ -426,14 +426,21 @@ int lane_id() {
     return g_launch->current->lane;
 }
 
-void sync_block() {
-    if (!g_launch || !g_launch->current) throw std::logic_error("__syncthreads called outside a kernel");
+// What every synchronization point does first: find the calling thread, and refuse to pause a
+// block that runs without fibers.
+static Thread& arrive(const char* what) {
+    if (!g_launch || !g_launch->current) throw std::logic_error(std::string(what) + " called outside a kernel");
     Launch& L = *g_launch;
     if (L.direct)
-        throw NoFiber("reached __syncthreads, but no thread of the launch's first block did; the "
+        throw NoFiber(std::string("reached ") + what + ", but no thread of the launch's first block did; the "
                       "emulator runs such launches without fibers (make the synchronization uniform)");
     L.synchronized = true;
-    Thread& t = *L.current;
+    return *L.current;
+}
+
+void sync_block() {
+    Thread& t = arrive("__syncthreads");
+    Launch& L = *g_launch;
     t.state = State::at_barrier;
     ++L.at_barrier;
     if (L.done == 0 && L.at_barrier == L.n_threads) {  // the last to arrive releases everyone
@@ -445,13 +452,8 @@ void sync_block() {
 }
 
 std::uint64_t exchange_in_warp(unsigned mask, std::uint64_t value, int source) {
-    if (!g_launch || !g_launch->current) throw std::logic_error("a shuffle called outside a kernel");
+    Thread& t = arrive("a warp shuffle");
     Launch& L = *g_launch;
-    if (L.direct)
-        throw NoFiber("reached a warp shuffle, but no thread of the launch's first block did; the "
-                      "emulator runs such launches without fibers");
-    L.synchronized = true;
-    Thread& t = *L.current;
     Warp& w = L.warps[static_cast<std::size_t>(t.warp)];
     const int lanes_here = std::min(32, L.n_threads - t.warp * 32);
     const unsigned existing = lanes_here == 32 ? 0xffffffffu : (1u << lanes_here) - 1u;

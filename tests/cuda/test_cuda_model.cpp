@@ -217,20 +217,20 @@ TEST_CASE("positions, reset and bad input behave as on the CPU") {
     CHECK(relative_error(gpu.prefill(full), cpu.prefill(full)) <= kF32);
 }
 
-#ifndef GLASS_CUDA_EMULATED  // the CLI links the GPU build; the emulated harness tests the library
+// GLASS_CUDA_CLI: `glass`, or with the emulator `glass-emulated` (the same CLI linked to it).
 TEST_CASE("glass generate --device cuda prints llama2.c's story") {
     for (const auto& rec : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
         if (rec["case"].get<std::string>() != "once_upon_n32") continue;
-        const auto r = test::run(test::bin_dir() + "/glass generate --device cuda --temperature 0 -n 32 -p " +
+        const std::string glass = test::bin_dir() + "/" + GLASS_CUDA_CLI;
+        const auto r = test::run(glass + " generate --device cuda --temperature 0 -n 32 -p " +
                                  test::sh(rec["prompt"].get<std::string>()));
         CHECK(r.exit_code == 0);
         CHECK(r.out == rec["stdout_exact"].get<std::string>());
-        const auto half = test::run(test::bin_dir() + "/glass generate --device cuda --precision fp16 "
+        const auto half = test::run(glass + " generate --device cuda --precision fp16 "
                                                       "--temperature 0 -n 32 -p 'Once upon a time'");
         CHECK(half.exit_code == 0);
     }
 }
-#endif
 
 int main(int argc, char** argv) {
     std::string why;
