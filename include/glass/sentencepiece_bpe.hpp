@@ -251,7 +251,7 @@ public:
     static Llama2cTokenizer parse(const std::vector<char>& bytes, int expected_vocab_size = -1) {
         SentencePieceVocab v;
         v.name = "llama2.c tokenizer";
-        v.space_mark = " ";
+        v.space_mark.assign(1, ' ');  // (not = " ": GCC 12 warns falsely, -Wrestrict, PR105651)
         size_t at = 0;
         std::int32_t max_len = 0;
         if (bytes.size() < 4) fail("file is ", bytes.size(), " bytes: too short for the 4-byte header");

@@ -39,6 +39,16 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 #if defined(__x86_64__)
+// The 16 lanes added one by one. (_mm512_reduce_add_ps would do, but GCC 12's expansion of it
+// warns falsely here: -Wuninitialized on an intrinsic's "undefined" register.)
+GLASS_AVX512 inline float add_lanes(__m512 v) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, v);
+    float total = 0.0f;
+    for (float x : lanes) total += x;
+    return total;
+}
+
 // Σ of n floats, 64 at a time (4 independent accumulators, so adding never limits the loop).
 GLASS_AVX512 inline float sum_avx512(const float* p, std::int64_t n) {
     __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
@@ -48,7 +58,7 @@ GLASS_AVX512 inline float sum_avx512(const float* p, std::int64_t n) {
         s2 = _mm512_add_ps(s2, _mm512_load_ps(p + i + 32));
         s3 = _mm512_add_ps(s3, _mm512_load_ps(p + i + 48));
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    return add_lanes(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 // FLOPs of `iterations` rounds of 12 independent 16-lane FMA chains (12 > 4-cycle latency ×
 // 1 FMA/cycle, so the unit never waits).
@@ -61,7 +71,7 @@ GLASS_AVX512 inline float fma_chains_avx512(std::int64_t iterations, float start
         for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
     __m512 s = acc[0];
     for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
-    return _mm512_reduce_add_ps(s);
+    return add_lanes(s);
 }
 #endif
 
