@@ -28,6 +28,19 @@
 
 #include "emulator.hpp"
 
+#if defined(BOOST_USE_UCONTEXT)
+// Boost.Context's ucontext flavour (the one AddressSanitizer can follow: configure with
+// -DGLASS_ASAN=ON) keeps a per-thread "current fiber" record that its compiled
+// library would define; Debian's library is built for the default (fcontext) flavour.
+namespace boost::context::detail {
+fiber_activation_record*& fiber_activation_record::current() noexcept {
+    thread_local fiber_activation_record* record = nullptr;
+    if (!record) record = new fiber_activation_record();  // the OS thread's own context
+    return record;
+}
+}  // namespace boost::context::detail
+#endif
+
 uint3 threadIdx;
 uint3 blockIdx;
 dim3 blockDim;
@@ -171,9 +184,9 @@ void run_body(Thread& t) {
 }
 
 // Stacks for the fibers: kStackBytes usable, a guard page below (an overflow crashes instead of
-// corrupting the next stack), and the top moved down by a different amount for every slot. Equal
-// offsets would put every fiber's saved registers in the same cache set (all stacks are
-// page-aligned), and a block of 256 threads would evict itself at every switch.
+// corrupting the next stack), and the top moved down by a different amount for every slot, so
+// that the saved registers of a block's 256 fibers do not all fall into the same cache set (the
+// mappings are page-aligned).
 class StaggeredStack {
 public:
     explicit StaggeredStack(int slot) : stagger_(static_cast<std::size_t>(slot) * 704 % 65536 / 64 * 64) {}
@@ -594,6 +607,17 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
     if (g_sticky_error != cudaSuccess) return g_sticky_error;
     *ptr = nullptr;
     if (bytes == 0) return cudaSuccess;
+#if defined(__SANITIZE_ADDRESS__)
+    // Under AddressSanitizer its allocator does better than guard pages: poisoned zones on both
+    // sides of the exact size, so underruns and overruns of any length are reported.
+    void* q = nullptr;
+    if (posix_memalign(&q, 256, bytes) != 0)
+        return glass_emu::report(cudaErrorMemoryAllocation, "cudaMalloc of " + std::to_string(bytes) + " bytes: out of memory");
+    std::memset(q, 0xff, bytes);
+    glass_emu::g_allocations[reinterpret_cast<std::uintptr_t>(q)] = {bytes, nullptr, 0};
+    *ptr = q;
+    return cudaSuccess;
+#endif
     glass_emu::install_fault_handler();
     const std::size_t page = glass_emu::page_size(), rounded = (bytes + 15) / 16 * 16;
     const std::size_t readable = (rounded + page - 1) / page * page, mapped = readable + page;
@@ -614,7 +638,10 @@ cudaError_t cudaFree(void* ptr) {
     const auto it = glass_emu::g_allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (it == glass_emu::g_allocations.end())
         return glass_emu::report(cudaErrorInvalidDevicePointer, "cudaFree of a pointer cudaMalloc did not return");
-    munmap(it->second.mapping, it->second.mapped);
+    if (it->second.mapping)
+        munmap(it->second.mapping, it->second.mapped);
+    else
+        std::free(ptr);  // the AddressSanitizer build's posix_memalign
     glass_emu::g_allocations.erase(it);
     return g_sticky_error;
 }

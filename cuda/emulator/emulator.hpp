@@ -35,9 +35,12 @@
 // guard page; a kernel that reads or writes past the end of a buffer is stopped there, and the
 // message names kernel, block, thread and buffer. Fresh allocations hold NaN (0xff bytes), so
 // reading memory nobody wrote shows. Copies are checked against the allocation they touch.
-// What it cannot show: speed (it is a CPU), a warp's real lockstep timing, accesses *before* the
-// start of a buffer or within its last 16 bytes of padding, and the exact rounding of CUDA's
-// expf/sinf/cosf (g++'s libm is used; the harness's 1e-5 tolerance covers both).
+// Built with -DGLASS_ASAN=ON, AddressSanitizer watches every access instead: before or after a
+// device buffer, and outside a __shared__ array, at any offset.
+// What it cannot show: speed (it is a CPU), a warp's real lockstep timing, and the exact rounding
+// of CUDA's expf/sinf/cosf (g++'s libm is used; the harness's 1e-5 tolerance covers both).
+// Without GLASS_ASAN it also misses accesses *before* the start of a buffer, and within its last
+// 16 bytes of padding.
 #pragma once
 
 #include <math.h>
