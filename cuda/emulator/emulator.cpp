@@ -129,8 +129,7 @@ struct Thread {
     bool in_body = false;    // paused inside the kernel (its stack holds kernel frames)
     ctx::fiber fiber;        // this thread's stack, paused where it last stopped
     ctx::fiber scheduler;    // the scheduler's continuation while this thread runs
-    // The shuffle this lane is waiting in.
-    unsigned mask = 0;
+    // The shuffle this lane is waiting in (its warp holds the mask).
     std::uint64_t offered = 0, received = 0;
     int source = 0;
 };
@@ -281,7 +280,6 @@ void run_block_with_fibers(Launch& L) {
                 t.fiber = ctx::fiber{};
                 t.in_body = false;
             }
-            t.state = State::idle;
         }
     for (int i = 0; i < n; ++i) g_pool[static_cast<std::size_t>(i)]->state = State::idle;
 }
@@ -488,7 +486,6 @@ std::uint64_t exchange_in_warp(unsigned mask, std::uint64_t value, int source) {
                     std::to_string(L.n_threads) + " threads)");
     if (w.arrived > 0 && w.mask != mask) return stop("lanes of one warp pass different shuffle masks");
     w.mask = mask;
-    t.mask = mask;
     t.offered = value;
     t.source = source;
     t.state = State::at_shuffle;
