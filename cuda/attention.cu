@@ -89,10 +89,11 @@ constexpr int kDecodeThreads = 256;
 
 // grid: one block per query head; dynamic shared memory: head_dim floats (the query).
 __global__ void attention_decode_kernel(const float* q, const float* keys, const float* values,
-                                        int n_k, int n_heads, int n_kv_heads, int head_dim,
+                                        IntArg n_keys, int n_heads, int n_kv_heads, int head_dim,
                                         float scale, float* scores, float* out) {
     extern __shared__ float q_head[];  // [head_dim]
     __shared__ float partials[32];
+    const int n_k = value_of(n_keys);  // from device memory under the decode graph
     const int h = blockIdx.x, g = h / (n_heads / n_kv_heads);
     const int kv_stride = n_kv_heads * head_dim;  // floats between consecutive cache rows
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_head[d] = q[std::int64_t{h} * head_dim + d];
@@ -127,9 +128,9 @@ __global__ void attention_decode_kernel(const float* q, const float* keys, const
     }
 }
 
-void attention_decode(const float* d_q, const float* d_keys, const float* d_values, int n_k,
+void attention_decode(const float* d_q, const float* d_keys, const float* d_values, IntArg n_k,
                       const AttentionDims& dims, float scale, float* d_scores, float* d_out) {
-    check_dims(dims, 1, n_k);
+    check_dims(dims, 1, n_k.on_device() ? 1 : n_k.value);  // a device n_k: the caller checked it
     const std::size_t shared_bytes = static_cast<std::size_t>(dims.head_dim) * sizeof(float);
     if (shared_bytes > 48 * 1024) fail("attention_decode: head_dim ", dims.head_dim, " is too large");
     attention_decode_kernel<<<static_cast<unsigned>(dims.n_heads), kDecodeThreads, shared_bytes>>>(

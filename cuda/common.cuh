@@ -32,6 +32,9 @@ void check_launch(const char* kernel, const char* file, int line);
 // than launch a grid larger than CUDA allows.
 unsigned grid_for(std::int64_t n, int threads);
 
+// An IntArg's value, read when the kernel runs (glass_cuda.hpp says why).
+__device__ __forceinline__ int value_of(IntArg a) { return a.device ? *a.device : a.value; }
+
 // ---- Weight loads: every kernel computes in fp32, whatever the storage type. ---------------------
 __device__ __forceinline__ float load_weight(const float* w, std::int64_t i) { return w[i]; }
 __device__ __forceinline__ float load_weight(const __half* w, std::int64_t i) { return __half2float(w[i]); }

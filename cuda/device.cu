@@ -51,9 +51,16 @@ static bool sync_after_every_launch() {
     return on;
 }
 
+// True while this thread's stream is being captured into a graph (nothing may wait for it then).
+static bool capturing() {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(cudaStreamPerThread, &status) == cudaSuccess &&
+           status != cudaStreamCaptureStatusNone;
+}
+
 void check_launch(const char* kernel, const char* file, int line) {
     cudaError_t status = cudaGetLastError();
-    if (status == cudaSuccess && sync_after_every_launch()) status = cudaDeviceSynchronize();
+    if (status == cudaSuccess && sync_after_every_launch() && !capturing()) status = cudaDeviceSynchronize();
     if (status != cudaSuccess)
         fail("CUDA kernel ", kernel, " failed (launched at ", file, ":", line, "): ",
              cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
@@ -137,6 +144,64 @@ std::vector<float> to_host(const float* d, std::size_t n) {
     std::vector<float> out(n);
     download(out.data(), d, n * sizeof(float));
     return out;
+}
+
+// ---- CUDA graphs ---------------------------------------------------------------------------------
+
+void DeviceGraph::capture(const std::function<void()>& enqueue_work) {
+    clear();
+    // Global mode: any call that would wait for the device or allocate during the capture fails.
+    CUDA_CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeGlobal));
+    cudaGraph_t graph = nullptr;
+    try {
+        enqueue_work();
+    } catch (...) {
+        cudaStreamEndCapture(cudaStreamPerThread, &graph);  // leave capture mode; the graph is useless
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();
+        throw;
+    }
+    CUDA_CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph));
+    std::size_t nodes = 0;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t status = cudaGraphGetNodes(graph, nullptr, &nodes);
+    if (status == cudaSuccess) status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);  // the executable graph does not need it
+    if (status != cudaSuccess)
+        fail("instantiating a CUDA graph of ", nodes, " nodes failed: ", cudaGetErrorName(status), " (",
+             cudaGetErrorString(status), ")");
+    exec_ = exec;
+    nodes_ = nodes;
+}
+
+void DeviceGraph::replay() const {
+    if (!exec_) fail("DeviceGraph::replay: nothing has been captured");
+    CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), cudaStreamPerThread));
+    if (sync_after_every_launch()) synchronize("a CUDA graph replay");
+}
+
+void DeviceGraph::clear() {
+    if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));  // not in flight: callers wait for replays
+    exec_ = nullptr;
+    nodes_ = 0;
+}
+
+DeviceGraph::~DeviceGraph() { clear(); }
+
+DeviceGraph::DeviceGraph(DeviceGraph&& other) noexcept : exec_(other.exec_), nodes_(other.nodes_) {
+    other.exec_ = nullptr;
+    other.nodes_ = 0;
+}
+
+DeviceGraph& DeviceGraph::operator=(DeviceGraph&& other) noexcept {
+    if (this != &other) {
+        clear();
+        exec_ = other.exec_;
+        nodes_ = other.nodes_;
+        other.exec_ = nullptr;
+        other.nodes_ = 0;
+    }
+    return *this;
 }
 
 // ---- Weight storage types ----------------------------------------------------------------------

@@ -13,7 +13,7 @@
 //   causal_attention    attention.hpp    attention_naive(), attention_decode()  attention.cu
 //   swiglu_mlp          mlp.hpp          swiglu(), mlp(); residual_add()   mlp.cu
 //   sample              sampling.hpp     DeviceSampler                     sampling.cu
-//   KVCache             kv_cache.hpp     DeviceKVCache                     kv_cache.cpp
+//   KVCache             kv_cache.hpp     DeviceKVCache, kv_write()         kv_cache.cpp, .cu
 //   CpuSession          transformer.hpp  CudaSession                       transformer.cpp
 //
 // Errors: every CUDA call and kernel launch is checked; a failure throws glass::Error naming the
@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -83,6 +84,53 @@ std::vector<float> to_host(const float* d, std::size_t n);
 // events over `repeats` copies of `bytes` bytes: the ceiling memory-bound kernels are judged by.
 double measure_copy_bandwidth(std::size_t bytes, int repeats);
 
+// ---- Streams, graphs, and arguments read when a kernel runs ------------------------------------
+//
+// All of glass's device work goes to the calling thread's default stream: cuda/ is compiled with
+// nvcc's --default-stream per-thread, and cuBLAS is pointed at the same stream. Unlike the legacy
+// default stream, that one can be captured into a CUDA graph.
+
+// An int that a kernel reads when it runs rather than when it is queued: `value`, or, when
+// `device` is set, the int stored at that device address. A graph replays every launch with the
+// arguments it was captured with, so the decode graph (CudaOptions::graph) passes the position
+// this way and the host rewrites that int before each replay. A plain int converts implicitly.
+struct IntArg {
+    int value = 0;
+    const int* device = nullptr;
+    IntArg(int v) : value(v) {}  // NOLINT(google-explicit-constructor): rope(..., start_pos, ...)
+    static IntArg at(const int* d_value) {
+        IntArg a(0);
+        a.device = d_value;
+        return a;
+    }
+    bool on_device() const { return device != nullptr; }
+};
+
+// A CUDA graph: device work recorded once, then replayed by one call. Launching ~200 small kernels
+// one by one costs a few microseconds of CPU and GPU time each; a replay queues them all at once.
+// capture() runs `enqueue_work` with the stream in capture mode (launches and asynchronous copies
+// are recorded, not run; anything that would wait for the device fails, naming the call), then
+// builds the executable graph. Move-only.
+class DeviceGraph {
+public:
+    DeviceGraph() = default;
+    ~DeviceGraph();
+    DeviceGraph(DeviceGraph&& other) noexcept;
+    DeviceGraph& operator=(DeviceGraph&& other) noexcept;
+    DeviceGraph(const DeviceGraph&) = delete;
+    DeviceGraph& operator=(const DeviceGraph&) = delete;
+
+    void capture(const std::function<void()>& enqueue_work);
+    void replay() const;  // queues the whole recording; returns without waiting
+    void clear();
+    bool empty() const { return exec_ == nullptr; }
+    std::size_t nodes() const { return nodes_; }  // kernels + copies recorded
+
+private:
+    void* exec_ = nullptr;  // cudaGraphExec_t
+    std::size_t nodes_ = 0;
+};
+
 // ---- Weights -----------------------------------------------------------------------------------
 
 // How a weight matrix is stored on the device. Arithmetic is always fp32; f16/bf16 only halve the
@@ -126,7 +174,7 @@ void rmsnorm(const float* d_x, const float* d_gain, int n_tokens, int dim, float
 // rope.cu — rotate x [n_tokens, n_heads * head_dim] in place; row t sits at start_pos + t.
 // d_frequencies [head_dim / 2] holds glass::rope_frequency(i, head_dim, theta), computed on the
 // host by the same function the CPU uses, so both sides rotate by bit-identical angles.
-void rope(float* d_x, int n_tokens, int n_heads, int head_dim, int start_pos,
+void rope(float* d_x, int n_tokens, int n_heads, int head_dim, IntArg start_pos,
           const float* d_frequencies, RopeLayout layout);
 DeviceBuffer rope_frequencies(int head_dim, float theta);
 
@@ -161,8 +209,9 @@ void attention_naive(const float* d_q, const float* d_keys, const float* d_value
                      int start_pos, const AttentionDims& dims, float scale, float* d_scores,
                      float* d_out);
 // Decode: one query (position n_k - 1) over the whole cache; one block per query head does
-// scores, softmax and the weighted sum. d_scores: n_heads * n_k floats.
-void attention_decode(const float* d_q, const float* d_keys, const float* d_values, int n_k,
+// scores, softmax and the weighted sum. d_scores: n_heads * n_k floats (with n_k on the device,
+// the caller sizes it for the largest n_k the graph will see).
+void attention_decode(const float* d_q, const float* d_keys, const float* d_values, IntArg n_k,
                       const AttentionDims& dims, float scale, float* d_scores, float* d_out);
 
 // mlp.cu — gate [n] = silu(gate) ⊙ up, in place; x [n] += y. mlp(): the whole SwiGLU MLP of
@@ -188,6 +237,11 @@ private:
 
 // ---- The KV cache in device memory -------------------------------------------------------------
 
+// kv_cache.cu — keys, values [seq_len, kv_dim] (one layer) rows start_pos .. start_pos + n_new - 1
+// = k, v [n_new, kv_dim].
+void kv_write(float* d_keys, float* d_values, const float* d_k, const float* d_v, int n_new, int kv_dim,
+              IntArg start_pos);
+
 // Same layout as glass::KVCache: [layer][position, kv_head, head_dim], fp32, one [seq_len, kv_dim]
 // block per layer for K and one for V, allocated once. Same rules (checked on the host).
 class DeviceKVCache {
@@ -196,7 +250,8 @@ public:
     int length() const { return length_; }
     int capacity() const { return capacity_; }
     // Copy k, v (device, [n_new, kv_dim]) into rows start_pos .. start_pos + n_new - 1 of `layer`.
-    void write(int layer, int start_pos, const float* d_k, const float* d_v, int n_new);
+    // With start_pos on the device (a graph), the caller checks check_kv_write before each replay.
+    void write(int layer, IntArg start_pos, const float* d_k, const float* d_v, int n_new);
     void advance(int n_new);
     void clear() { length_ = 0; }
     const float* keys(int layer) const;    // [seq_len, kv_dim] (rows 0..length-1 valid)
@@ -215,6 +270,7 @@ struct CudaOptions {
     WeightType weights = WeightType::f32;
     MatmulKernel matmul = MatmulKernel::automatic;
     bool naive_decode_attention = false;  // decode through attention_naive instead of attention_decode
+    bool graph = false;  // decode by replaying one CUDA graph of the whole step (CudaSession::decode)
 };
 
 // glass::Session on the GPU: weights uploaded once at construction; prefill and decode run every
@@ -234,6 +290,7 @@ public:
 
     const float* device_logits() const { return logits_dev_.f32(); }  // [vocab], last forward
     const CudaOptions& options() const { return options_; }
+    std::size_t decode_graph_nodes() const { return decode_graph_.nodes(); }  // 0 before the first
 
 private:
     struct Layer {
@@ -241,6 +298,9 @@ private:
         OwnedMatrix wq, wk, wv, wo, w1, w2, w3;  // as in glass::LayerWeights
     };
     std::span<const float> forward(std::span<const int> ids);
+    // Queues a whole forward pass of n tokens (ids already on the device) into logits_dev_.
+    void enqueue_forward(const int* d_ids, int n, IntArg start_pos, IntArg n_keys, bool decode_kernel);
+    std::span<const float> decode_with_graph(int id);
     void ensure_scratch(int n_tokens, std::int64_t score_floats);
 
     ModelConfig config_;
@@ -254,8 +314,14 @@ private:
     // Scratch, grown (never shrunk) to the largest n_tokens seen; decode never allocates.
     int scratch_rows_ = 0;
     std::int64_t score_capacity_ = 0;
+    int scratch_generation_ = 0;  // +1 whenever a scratch buffer moves (a graph holds their addresses)
     DeviceBuffer ids_, x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, scores_, logits_dev_;
     std::vector<float> logits_;
+    // The decode graph: recorded at the first decode, replayed by every later one. step_ holds
+    // {id, position, position + 1} on the device, rewritten before each replay.
+    DeviceGraph decode_graph_;
+    int graph_generation_ = -1;  // scratch_generation_ when decode_graph_ was captured
+    DeviceBuffer step_;
 };
 
 }  // namespace glass::cuda

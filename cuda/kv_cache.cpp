@@ -28,13 +28,10 @@ std::size_t DeviceKVCache::layer_offset(int layer) const {
            static_cast<std::size_t>(kv_dim_);
 }
 
-void DeviceKVCache::write(int layer, int start_pos, const float* d_k, const float* d_v, int n_new) {
+void DeviceKVCache::write(int layer, IntArg start_pos, const float* d_k, const float* d_v, int n_new) {
     const std::size_t base = layer_offset(layer);
-    check_kv_write(length_, capacity_, start_pos, n_new);
-    const std::size_t row = base + static_cast<std::size_t>(start_pos) * static_cast<std::size_t>(kv_dim_);
-    const std::size_t bytes = static_cast<std::size_t>(n_new) * static_cast<std::size_t>(kv_dim_) * sizeof(float);
-    copy_on_device(keys_.f32() + row, d_k, bytes);
-    copy_on_device(values_.f32() + row, d_v, bytes);
+    if (!start_pos.on_device()) check_kv_write(length_, capacity_, start_pos.value, n_new);
+    kv_write(keys_.f32() + base, values_.f32() + base, d_k, d_v, n_new, kv_dim_, start_pos);
 }
 
 void DeviceKVCache::advance(int n_new) { length_ += n_new; }

@@ -144,6 +144,8 @@ __global__ void matmul_warp_per_row_kernel(const float* x, int n, int in, const 
 struct CublasApi {
     decltype(&cublasCreate_v2) create = nullptr;
     decltype(&cublasSetMathMode) set_math_mode = nullptr;
+    decltype(&cublasSetStream_v2) set_stream = nullptr;
+    decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
     decltype(&cublasSgemm_v2) sgemm = nullptr;
     decltype(&cublasGetStatusName) status_name = nullptr;
     decltype(&cublasGetStatusString) status_string = nullptr;
@@ -176,6 +178,8 @@ static const CublasApi& cublas() {
         CublasApi a;
         load_symbol(library, "cublasCreate_v2", a.create);
         load_symbol(library, "cublasSetMathMode", a.set_math_mode);
+        load_symbol(library, "cublasSetStream_v2", a.set_stream);
+        load_symbol(library, "cublasSetWorkspace_v2", a.set_workspace);
         load_symbol(library, "cublasSgemm_v2", a.sgemm);
         load_symbol(library, "cublasGetStatusName", a.status_name);
         load_symbol(library, "cublasGetStatusString", a.status_string);
@@ -183,6 +187,15 @@ static const CublasApi& cublas() {
         // Plain fp32 arithmetic: TF32 tensor cores keep only 10 mantissa bits (~1e-3 relative
         // error), far outside the 1e-5 the CPU comparison allows.
         CUBLAS_CHECK(a, a.set_math_mode(a.handle, CUBLAS_DEFAULT_MATH));
+        // The stream all of glass's work goes to (cuBLAS, built without --default-stream per-thread,
+        // would otherwise use the legacy stream, which a graph capture cannot include).
+        CUBLAS_CHECK(a, a.set_stream(a.handle, cudaStreamPerThread));
+        // A workspace of our own (32 MiB, NVIDIA's suggestion for Hopper), set after the stream
+        // (which resets it): cuBLAS then never allocates, also not while a graph is being captured.
+        constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+        void* workspace = nullptr;
+        CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));  // lives as long as the handle: never freed
+        CUBLAS_CHECK(a, a.set_workspace(a.handle, workspace, kWorkspaceBytes));
         return a;  // the library stays open and the handle alive until the process ends
     }();
     return api;

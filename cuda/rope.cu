@@ -1,6 +1,7 @@
 // cuda/rope.cu — journey step 3 on the GPU: rotate q or k by position (see glass/rope.hpp).
 //
-// In:  x [n_tokens, n_heads * head_dim], row t at position start_pos + t;
+// In:  x [n_tokens, n_heads * head_dim], row t at position start_pos + t (start_pos may be read
+//      from device memory when the kernel runs: IntArg, for the decode graph);
 //      frequencies [head_dim / 2] = glass::rope_frequency(i, head_dim, theta), made on the host.
 // Out: x rotated in place; pair i of every head turned by angle pos · frequency[i].
 //
@@ -14,7 +15,7 @@
 
 namespace glass::cuda {
 
-__global__ void rope_kernel(float* x, int n_tokens, int n_heads, int head_dim, int start_pos,
+__global__ void rope_kernel(float* x, int n_tokens, int n_heads, int head_dim, IntArg start_pos,
                             const float* frequencies, bool adjacent_pairs) {
     const int half = head_dim / 2;
     const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
@@ -23,7 +24,7 @@ __global__ void rope_kernel(float* x, int n_tokens, int n_heads, int head_dim, i
     const int head = static_cast<int>((i / half) % n_heads);
     const std::int64_t t = i / (std::int64_t{half} * n_heads);
     float* v = x + t * n_heads * head_dim + std::int64_t{head} * head_dim;  // this head's vector
-    const float angle = static_cast<float>(start_pos + t) * frequencies[pair];
+    const float angle = static_cast<float>(value_of(start_pos) + t) * frequencies[pair];
     const float c = cosf(angle), s = sinf(angle);
     const int a = adjacent_pairs ? 2 * pair : pair;
     const int b = adjacent_pairs ? 2 * pair + 1 : pair + half;
@@ -32,11 +33,12 @@ __global__ void rope_kernel(float* x, int n_tokens, int n_heads, int head_dim, i
     v[b] = x0 * s + x1 * c;
 }
 
-void rope(float* d_x, int n_tokens, int n_heads, int head_dim, int start_pos,
+void rope(float* d_x, int n_tokens, int n_heads, int head_dim, IntArg start_pos,
           const float* d_frequencies, RopeLayout layout) {
-    if (n_tokens < 1 || n_heads < 1 || head_dim < 2 || head_dim % 2 != 0 || start_pos < 0)
+    if (n_tokens < 1 || n_heads < 1 || head_dim < 2 || head_dim % 2 != 0 ||
+        (!start_pos.on_device() && start_pos.value < 0))
         fail("rope: bad shape: ", n_tokens, " tokens, ", n_heads, " heads, head_dim ", head_dim,
-             ", start_pos ", start_pos, " (head_dim must be even and >= 2)");
+             ", start_pos ", start_pos.value, " (head_dim must be even and >= 2)");
     const std::int64_t n = std::int64_t{n_tokens} * n_heads * (head_dim / 2);
     rope_kernel<<<grid_for(n, 256), 256>>>(d_x, n_tokens, n_heads, head_dim, start_pos, d_frequencies,
                                            layout == RopeLayout::adjacent_pairs);

@@ -13,10 +13,14 @@
 //     x += att Woᵀ
 //     x += mlp(rmsnorm(x))
 //   logits = classifier · rmsnorm(x[last])                  [vocab] -> host
+//
+// With CudaOptions::graph, decode records that whole sequence of launches once as a CUDA graph and
+// replays it for every later token (decode_with_graph, at the end).
 #include <algorithm>
 #include <cmath>
 
 #include "glass/checkpoint.hpp"
+#include "glass/kv_cache.hpp"  // check_kv_write: the cache rule, checked before each graph replay
 #include "glass/rope.hpp"
 #include "glass/transformer.hpp"  // check_forward_input: the same input rules as the CPU
 #include "glass_cuda.hpp"
@@ -50,6 +54,9 @@ CudaSession::CudaSession(const Model& model, CudaOptions options)
     const ModelConfig& c = config_;
     if (options.matmul == MatmulKernel::cublas && options.weights != WeightType::f32)
         fail("the cublas matmul takes fp32 weights only, asked for ", to_string(options.weights));
+    if (options.graph && options.naive_decode_attention)
+        fail("the decode graph needs the attention_decode kernel (the naive attention's grid depends "
+             "on the position); use one option or the other");
 
     for (const LayerWeights& w : model.layers) {
         Layer l;
@@ -75,6 +82,7 @@ CudaSession::CudaSession(const Model& model, CudaOptions options)
     frequencies_ = rope_frequencies(c.head_dim(), c.rope_theta);
     logits_dev_ = DeviceBuffer(static_cast<std::size_t>(c.vocab_size) * sizeof(float));
     ids_ = DeviceBuffer(static_cast<std::size_t>(c.seq_len) * sizeof(int));
+    step_ = DeviceBuffer(3 * sizeof(int));
     logits_.resize(static_cast<std::size_t>(c.vocab_size));
 
     // Bytes read per decoded token: the host model's count (all fp32) with the matrices at this
@@ -108,6 +116,7 @@ void CudaSession::ensure_scratch(int n_tokens, std::int64_t score_floats) {
         gate_ = make(c.hidden_dim);
         up_ = make(c.hidden_dim);
         scratch_rows_ = n_tokens;
+        ++scratch_generation_;
     }
     if (score_floats > score_capacity_) {
         // At least one row per head over the whole window: decode's need grows by n_heads floats
@@ -116,6 +125,7 @@ void CudaSession::ensure_scratch(int n_tokens, std::int64_t score_floats) {
         scores_ = DeviceBuffer(static_cast<std::size_t>(score_floats) * sizeof(float));
         poison(scores_.f32(), static_cast<std::size_t>(score_floats));
         score_capacity_ = score_floats;
+        ++scratch_generation_;
     }
 }
 
@@ -127,12 +137,23 @@ std::span<const float> CudaSession::forward(std::span<const int> ids) {
     const int n_k = start_pos + n;  // keys attended to by the last position
     const bool decode_kernel = n == 1 && !options_.naive_decode_attention;
     ensure_scratch(n, std::int64_t{c.n_heads} * (decode_kernel ? 1 : n) * n_k);
+    upload(ids_.data(), ids.data(), ids.size_bytes());
+    enqueue_forward(ids_.i32(), n, start_pos, n_k, decode_kernel);
+    cache_.advance(n);
+    download(logits_.data(), logits_dev_.data(), logits_.size() * sizeof(float));  // waits for the GPU
+    return logits_;
+}
+
+// Every launch of one forward pass, in order; nothing here waits for the GPU, so the same calls can
+// run directly or be recorded into the decode graph. start_pos and n_keys (= start_pos + n) are
+// IntArgs: plain numbers, or (in the graph) ints the kernels read from step_.
+void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, IntArg n_keys, bool decode_kernel) {
+    const ModelConfig& c = config_;
     const MatmulKernel mm = options_.matmul;
     const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim()};
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
 
-    upload(ids_.data(), ids.data(), ids.size_bytes());
-    embedding(embedding_.view, ids_.i32(), n, x_.f32());  // [n, dim]
+    embedding(embedding_.view, d_ids, n, x_.f32());  // [n, dim]
     for (int l = 0; l < c.n_layers; ++l) {
         const Layer& w = layers_[static_cast<std::size_t>(l)];
         // Attention half.
@@ -144,10 +165,10 @@ std::span<const float> CudaSession::forward(std::span<const int> ids) {
         rope(k_.f32(), n, c.n_kv_heads, c.head_dim(), start_pos, frequencies_.f32(), c.rope_layout);
         cache_.write(l, start_pos, k_.f32(), v_.f32(), n);
         if (decode_kernel)
-            attention_decode(q_.f32(), cache_.keys(l), cache_.values(l), n_k, dims, scale,
+            attention_decode(q_.f32(), cache_.keys(l), cache_.values(l), n_keys, dims, scale,
                              scores_.f32(), att_.f32());
         else
-            attention_naive(q_.f32(), cache_.keys(l), cache_.values(l), n, start_pos, dims, scale,
+            attention_naive(q_.f32(), cache_.keys(l), cache_.values(l), n, start_pos.value, dims, scale,
                             scores_.f32(), att_.f32());
         matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
         residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
@@ -156,21 +177,51 @@ std::span<const float> CudaSession::forward(std::span<const int> ids) {
         mlp(mm, xn_.f32(), n, w.w1.view, w.w2.view, w.w3.view, gate_.f32(), up_.f32(), tmp_.f32());
         residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
     }
-    cache_.advance(n);
 
     // Only the last position's logits: final norm of its row, then the classifier.
     const float* last = x_.f32() + static_cast<std::size_t>(n - 1) * static_cast<std::size_t>(c.dim);
     rmsnorm(last, rms_final_.f32(), 1, c.dim, c.norm_eps, xn_.f32());
     matmul(mm, xn_.f32(), 1, classifier_, logits_dev_.f32());  // [vocab]
-    download(logits_.data(), logits_dev_.data(), logits_.size() * sizeof(float));  // waits for the GPU
-    return logits_;
 }
 
 std::span<const float> CudaSession::prefill(std::span<const int> ids) { return forward(ids); }
 
 std::span<const float> CudaSession::decode(int id) {
+    if (options_.graph) return decode_with_graph(id);
     const int one[1] = {id};
     return forward(one);
+}
+
+// Decode as one graph replay. Launching a step's ~16 kernels per layer one by one costs CPU time
+// and leaves gaps on the GPU between them; for a small model those gaps, not the weight reads, set
+// the speed. So the whole step is recorded once (enqueue_forward, with the id, the position and the
+// key count read from step_ on the device), and every decode after that only rewrites step_ and
+// replays. The host still checks everything forward() checks, before each replay.
+std::span<const float> CudaSession::decode_with_graph(int id) {
+    const ModelConfig& c = config_;
+    const int pos = cache_.length();
+    const int one[1] = {id};
+    check_forward_input(c, pos, one);
+    check_kv_write(cache_.length(), cache_.capacity(), pos, 1);
+    ensure_scratch(1, std::int64_t{c.n_heads} * c.seq_len);  // scores for any position: no regrowth
+    if (decode_graph_.empty() || graph_generation_ != scratch_generation_) {
+        // First decode, or the scratch buffers moved (the graph holds their addresses): this step
+        // runs the ordinary way, which also warms up what the graph uses (cuBLAS, kernel loading);
+        // then the next steps are recorded. Recording runs nothing, so step_ may hold anything.
+        const std::span<const float> logits = forward(one);
+        const int* step = step_.i32();  // {id, position, position + 1}
+        decode_graph_.capture([&] {
+            enqueue_forward(step, 1, IntArg::at(step + 1), IntArg::at(step + 2), /*decode_kernel=*/true);
+        });
+        graph_generation_ = scratch_generation_;
+        return logits;
+    }
+    const int step[3] = {id, pos, pos + 1};
+    upload(step_.data(), step, sizeof step);  // same stream: lands before the replay reads it
+    decode_graph_.replay();
+    cache_.advance(1);
+    download(logits_.data(), logits_dev_.data(), logits_.size() * sizeof(float));  // waits for the GPU
+    return logits_;
 }
 
 }  // namespace glass::cuda

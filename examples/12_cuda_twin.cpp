@@ -4,7 +4,8 @@
 //      model (dim 64, 8 heads, 4 KV heads, head_dim 8, hidden 172, vocab 512).
 // Out: layer 0 computed twice — by the kernels of cuda/ (glass_cuda.hpp) and by the headers of
 //      include/glass — with the relative error ‖cuda − cpu‖₂ / ‖cpu‖₂ of each stage's output;
-//      then greedy generation (run.c's -n 32) by CudaSession beside CpuSession, token for token.
+//      then greedy generation (run.c's -n 32) by CudaSession beside CpuSession, token for token;
+//      then the same decode replayed as one CUDA graph per step, against launching kernel by kernel.
 //
 // This program is linked to the CPU emulator build of cuda/ (cuda/emulator): the same .cu files,
 // compiled by g++, each GPU thread a fiber. So it runs anywhere, and what it proves is that the
@@ -160,5 +161,27 @@ int main(int argc, char** argv) {
     std::printf("  CpuSession:  %s\n", tok.decode_all(cpu_ids).c_str());
     std::printf("  same tokens: %s\n", gpu_ids == cpu_ids ? "yes" : "NO");
     std::printf("  worst logits error, all steps: %.1e  %s\n", worst, worst <= 1e-5 ? "ok" : "DIFFERENT");
+
+    // 9. Decode by CUDA graph replay (CudaOptions::graph): the first decode runs as usual and then
+    // records every launch of one step into a graph, with the token id and position read from
+    // device memory; each later decode rewrites those ints and replays the graph with one call.
+    // Same kernels, same order, same numbers: only the cost of launching them changes (a GPU's
+    // concern, which the emulator cannot show).
+    gc::CudaOptions graph_options;
+    graph_options.graph = true;
+    gc::CudaSession graphed(model, graph_options);
+    gpu.reset();
+    double graph_difference = 0;
+    std::span<const float> launched = gpu.prefill(ids), replayed = graphed.prefill(ids);
+    for (int step = 0; step < new_tokens; ++step) {
+        for (std::size_t i = 0; i < launched.size(); ++i)
+            graph_difference = std::max(graph_difference, double(std::fabs(launched[i] - replayed[i])));
+        const int next = glass::sample_argmax(launched);
+        launched = gpu.decode(next);
+        replayed = graphed.decode(next);
+    }
+    std::printf("decode by CUDA graph replay (--cuda-graph), same %d tokens:\n", new_tokens);
+    std::printf("  launches recorded in one decode step: %zu\n", graphed.decode_graph_nodes());
+    std::printf("  largest logit difference from launching one by one: %.1e\n", graph_difference);
     return 0;
 }

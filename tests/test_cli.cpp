@@ -191,6 +191,12 @@ TEST_CASE("cli: unknown flag exits 2 and names the flag") {
     CHECK(u.exit_code == 2);
 }
 
+TEST_CASE("cli: device flags that do not fit together name themselves") {
+    CHECK(expect_error("generate -p hi --device gpu", {"--device", "gpu"}).exit_code == 2);
+    CHECK(expect_error("generate -p hi --cuda-graph", {"--cuda-graph", "--device cuda"}).exit_code == 2);
+    CHECK(expect_error("generate -p hi --device cuda --threads 2", {"--threads"}).exit_code == 2);
+}
+
 TEST_CASE("cli: unknown or missing command") {
     const test::Run r = expect_error("frobnicate -p hi", {"frobnicate"});
     CHECK(r.exit_code == 2);

@@ -464,5 +464,11 @@ TEST_CASE("example 12_cuda_twin: every CUDA stage within 1e-5 of the CPU, and ll
     CHECK(value_of(r.out, "  CpuSession") == " " + want);  // one more space: aligned under CudaSession
     CHECK(value_of(r.out, "  same tokens") == "yes");
     CHECK(numbers(value_of(r.out, "  worst logits error, all steps")).at(0) <= 1e-5);
+    // The graph holds the whole step: the embedding, 16 launches per layer (norm, 3 projections,
+    // 2 ropes, the cache write, attention, output projection, residual, norm, 4 for the MLP,
+    // residual), the final norm and the classifier; replaying it changes no number.
+    const int layers = test::shipped().config.n_layers;
+    CHECK(numbers(value_of(r.out, "  launches recorded in one decode step")).at(0) == 16 * layers + 3);
+    CHECK(numbers(value_of(r.out, "  largest logit difference from launching one by one")).at(0) == 0.0);
 }
 #endif

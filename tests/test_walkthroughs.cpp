@@ -178,10 +178,12 @@ void check_links(const fs::path& md) {
             std::string name = l.text.substr(1, l.text.size() - 2);
             if (name.size() > 2 && name.compare(name.size() - 2, 2, "()") == 0) name.resize(name.size() - 2);
             if (const size_t colons = name.rfind("::"); colons != std::string::npos) name = name.substr(colons + 2);
+            // Near the top of the range: a range that has drifted down past a definition fails
+            // even while the name still occurs further inside it.
             bool found = false;
-            for (int k = first; k <= last; ++k)
+            for (int k = first; k <= std::min(last, first + 2); ++k)
                 if (target_lines[k - 1].find(name) != std::string::npos) found = true;
-            CHECK_MESSAGE(found, "`" << name << "` is not on lines " << first << "-" << last << " of " << file);
+            CHECK_MESSAGE(found, "`" << name << "` is not on the first lines of " << first << "-" << last << " of " << file);
         }
     }
 }

@@ -18,9 +18,11 @@ namespace {
 //   --device cpu (default)                the plain reference (transformer.hpp)
 //   --device cpu --threads N / --precision fp32|fp16|bf16|q8
 //                                         the fast CPU path (fast/fast_session.hpp)
-//   --device cuda [--precision fp32|fp16|bf16]   the GPU (cuda/)
+//   --device cuda [--precision fp32|fp16|bf16] [--cuda-graph]   the GPU (cuda/); --cuda-graph
+//                                         replays each decode step as one CUDA graph
 std::unique_ptr<glass::Session> make_session(const std::string& device, const glass::Model& model,
-                                             const std::string& precision, std::optional<int> threads) {
+                                             const std::string& precision, std::optional<int> threads,
+                                             bool cuda_graph) {
     if (device == "cpu" && !threads && precision.empty()) return std::make_unique<glass::CpuSession>(model);
     if (device == "cpu") {
         glass::fast::FastOptions options;
@@ -31,9 +33,11 @@ std::unique_ptr<glass::Session> make_session(const std::string& device, const gl
 #ifdef GLASS_HAVE_CUDA
     glass::cuda::CudaOptions options;
     options.weights = glass::cuda::weight_type_from_string(precision.empty() ? "fp32" : precision);
+    options.graph = cuda_graph;
     return std::make_unique<glass::cuda::CudaSession>(model, options);  // "no CUDA device: ..." if none
 #else
     (void)precision;
+    (void)cuda_graph;
     glass::fail("--device cuda: this glass was built without CUDA (configured with GLASS_CUDA=OFF, "
                 "or no nvcc was found); install the CUDA toolkit and reconfigure, or use --device cpu");
 #endif
@@ -46,7 +50,8 @@ int cmd_generate(int argc, char** argv) {
                              {"--max-new-tokens", true}, {"--temperature", true}, {"--top-p", true},
                              {"--top-k", true}, {"--min-p", true}, {"--seed", true},
                              {"--stop", true}, {"--json", false}, {"--roofline", false},
-                             {"--device", true}, {"--precision", true}, {"--threads", true}});
+                             {"--device", true}, {"--precision", true}, {"--threads", true},
+                             {"--cuda-graph", false}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -60,6 +65,7 @@ int cmd_generate(int argc, char** argv) {
     if (!precision.empty() && precision != "fp32" && precision != "fp16" && precision != "bf16" &&
         !(precision == "q8" && device == "cpu"))
         throw UsageError("--precision must be fp32, fp16, bf16 (or q8 on the CPU), got '" + precision + "'");
+    if (flags.has("--cuda-graph") && device != "cuda") throw UsageError("--cuda-graph applies to --device cuda");
     const auto threads = flags.number<int>("--threads");
     if (threads && device != "cpu") throw UsageError("--threads applies to --device cpu");
     if (threads && (*threads < 1 || *threads > 256))
@@ -93,7 +99,7 @@ int cmd_generate(int argc, char** argv) {
         std::fprintf(stderr, "glass: -n %d leaves no room to generate after a %d-token prompt\n",
                      steps.value_or(256), n_prompt);
 
-    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads);
+    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"));
     std::cout << glass::utf8::sanitize(prompt) << std::flush;
     const glass::GenerateResult r = glass::generate(*session, tok, prompt, options, [](std::string_view text) {
         std::cout << text << std::flush;

@@ -5,8 +5,11 @@
 // run (a device-to-device copy, bytes read + written) and reports each configuration against it.
 //
 // usage: glass_cuda_bench MODEL.bin [--label NAME] [--precision fp32|fp16|bf16]... [--matmul K]
-//                         [--tokens N] [--copy-mib M]
-// Prints one "RESULT key=value ..." line per precision (scripts/gpu-check turns them into a table).
+//                         [--graph off|on|both] [--tokens N] [--copy-mib M]
+// --graph: decode with kernel launches (off), by CUDA graph replay (on), or each in turn (both, the
+// default): the difference is the launch overhead a graph removes.
+// Prints one "RESULT key=value ..." line per precision and graph setting (scripts/gpu-check turns
+// them into a table).
 // Exit 77 when there is no CUDA device.
 #include <chrono>
 #include <cstdio>
@@ -20,7 +23,7 @@ namespace gc = glass::cuda;
 
 int main(int argc, char** argv) {
     try {
-        std::string model_path, label = "model", matmul = "auto";
+        std::string model_path, label = "model", matmul = "auto", graph = "both";
         std::vector<std::string> precisions;
         int tokens = 128, copy_mib = 1024;
         for (int i = 1; i < argc; ++i) {
@@ -32,6 +35,7 @@ int main(int argc, char** argv) {
             if (a == "--label") label = value();
             else if (a == "--precision") precisions.push_back(value());
             else if (a == "--matmul") matmul = value();
+            else if (a == "--graph") graph = value();
             else if (a == "--tokens") tokens = std::stoi(value());
             else if (a == "--copy-mib") copy_mib = std::stoi(value());
             else if (!a.empty() && a[0] != '-' && model_path.empty()) model_path = a;
@@ -39,6 +43,10 @@ int main(int argc, char** argv) {
         }
         if (model_path.empty()) glass::fail("usage: glass_cuda_bench MODEL.bin [--label NAME] [--precision P]...");
         if (tokens < 1) glass::fail("--tokens must be >= 1, got ", tokens);
+        if (graph != "off" && graph != "on" && graph != "both") glass::fail("--graph must be off, on or both, got '", graph, "'");
+        std::vector<bool> graph_settings;
+        if (graph != "on") graph_settings.push_back(false);
+        if (graph != "off") graph_settings.push_back(true);
         if (precisions.empty()) precisions = {"fp32", "fp16"};
         std::string why;
         if (!gc::device_present(&why)) {
@@ -59,27 +67,30 @@ int main(int argc, char** argv) {
         for (int i = 0; i < n_prompt; ++i) prompt[std::size_t(i)] = i == 0 ? 1 : (7 * i + 3) % c.vocab_size;
 
         for (const std::string& precision : precisions) {
-            gc::CudaOptions options;
-            options.weights = gc::weight_type_from_string(precision);
-            options.matmul = gc::matmul_kernel_from_string(matmul);
-            gc::CudaSession session(model, options);
-            std::span<const float> logits = session.prefill(prompt);
-            for (int i = 0; i < warmup; ++i) logits = session.decode(glass::sample_argmax(logits));
-            const int start_position = session.position();
-            const auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < tokens; ++i) logits = session.decode(glass::sample_argmax(logits));  // decode waits for the GPU
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            const double tokens_per_s = tokens / seconds;
-            // Bytes one decode step reads: every weight, plus the K/V rows attended (mean position).
-            const double mean_position = start_position + (tokens + 1) / 2.0;
-            const double bytes = double(session.weight_bytes()) + double(c.kv_bytes_per_token()) * mean_position;
-            const double achieved = bytes * tokens_per_s;
-            std::printf("RESULT model=%s precision=%s matmul=%s tokens=%d tok_s=%.1f ms_per_token=%.4f "
-                        "mb_per_token=%.1f achieved_gb_s=%.1f copy_gb_s=%.1f fraction_of_copy=%.3f\n",
-                        label.c_str(), precision.c_str(), matmul.c_str(), tokens, tokens_per_s,
-                        1000.0 / tokens_per_s, bytes / 1e6, achieved / 1e9, copy_bandwidth / 1e9,
-                        achieved / copy_bandwidth);
-            std::fflush(stdout);
+            for (const bool use_graph : graph_settings) {
+                gc::CudaOptions options;
+                options.weights = gc::weight_type_from_string(precision);
+                options.matmul = gc::matmul_kernel_from_string(matmul);
+                options.graph = use_graph;
+                gc::CudaSession session(model, options);  // warm-up below: the graph is captured there
+                std::span<const float> logits = session.prefill(prompt);
+                for (int i = 0; i < warmup; ++i) logits = session.decode(glass::sample_argmax(logits));
+                const int start_position = session.position();
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < tokens; ++i) logits = session.decode(glass::sample_argmax(logits));  // decode waits for the GPU
+                const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                const double tokens_per_s = tokens / seconds;
+                // Bytes one decode step reads: every weight, plus the K/V rows attended (mean position).
+                const double mean_position = start_position + (tokens + 1) / 2.0;
+                const double bytes = double(session.weight_bytes()) + double(c.kv_bytes_per_token()) * mean_position;
+                const double achieved = bytes * tokens_per_s;
+                std::printf("RESULT model=%s precision=%s matmul=%s graph=%s tokens=%d tok_s=%.1f ms_per_token=%.4f "
+                            "mb_per_token=%.1f achieved_gb_s=%.1f copy_gb_s=%.1f fraction_of_copy=%.3f\n",
+                            label.c_str(), precision.c_str(), matmul.c_str(), use_graph ? "on" : "off", tokens, tokens_per_s,
+                            1000.0 / tokens_per_s, bytes / 1e6, achieved / 1e9, copy_bandwidth / 1e9,
+                            achieved / copy_bandwidth);
+                std::fflush(stdout);
+            }
         }
         return 0;
     } catch (const std::exception& e) {

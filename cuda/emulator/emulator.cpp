@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,34 @@ cudaError_t report(cudaError_t code, const std::string& message, bool sticky = f
     g_message = "glass CUDA emulator: " + message;
     g_message_code = code;
     return code;
+}
+
+// ---- Streams and graph capture ---------------------------------------------------------------------
+//
+// Work queued on a stream runs at once (the host waits for it), so streams need no queue of their
+// own. A capture (only of the per-thread stream; CUDA refuses the legacy one) collects the work
+// queued on its stream instead; cudaStreamEndCapture turns the collection into a graph.
+struct Op {
+    std::string what;
+    std::function<cudaError_t()> work;
+};
+
+struct Capture {
+    cudaStream_t stream = nullptr;  // null: no capture under way
+    bool invalidated = false;       // something failed during it: cudaStreamEndCapture will refuse
+    std::vector<Op> ops;
+};
+Capture g_capture;
+
+// For calls that cannot go into a graph (they wait for the device, or allocate or free outside any
+// stream). During a capture they fail and spoil it, as in CUDA's default (global) capture mode.
+// Caller holds g_mutex.
+cudaError_t refuse_during_capture(const std::string& what) {
+    if (!g_capture.stream) return cudaSuccess;
+    g_capture.invalidated = true;
+    return report(cudaErrorStreamCaptureUnsupported,
+                  what + " while a stream capture is under way: it cannot be recorded into a graph "
+                         "(the capture is now invalid)");
 }
 
 std::string to_string(uint3 v) {
@@ -427,6 +456,51 @@ void run_grid(const char* kernel, const LaunchConfig& config, void (*thread_body
     threadIdx = blockIdx = uint3{};
 }
 
+cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<cudaError_t()> work) {
+    {
+        std::lock_guard lock(g_mutex);
+        if (stream != cudaStreamLegacy && stream != cudaStreamPerThread)
+            return report(cudaErrorInvalidResourceHandle, std::string(what) + ": not a stream of this emulator");
+        if (g_capture.stream == stream) {
+            if (!g_capture.invalidated) g_capture.ops.push_back({what, std::move(work)});
+            return cudaSuccess;
+        }
+        if (g_capture.stream) {  // the legacy stream waits for every other stream: not while one captures
+            g_capture.invalidated = true;
+            return report(cudaErrorStreamCaptureImplicit,
+                          std::string(what) + " queued on the legacy default stream while the per-thread "
+                                              "stream is being captured (the capture is now invalid)");
+        }
+    }
+    return work();
+}
+
+cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<void()> work) {
+    return enqueue(stream, what, std::function<cudaError_t()>([w = std::move(work)] {
+                       w();
+                       return cudaSuccess;
+                   }));
+}
+
+void enqueue_launch(const char* kernel, const LaunchConfig& config, std::function<void()> work) {
+    {
+        std::lock_guard lock(g_mutex);
+        if (g_capture.stream && g_capture.stream == config.stream) {
+            // Recorded, not run: check the configuration now, where cudaLaunchKernel would.
+            Launch L;
+            L.grid = config.grid;
+            L.block = config.block;
+            L.shared_bytes = config.shared_bytes;
+            if (const std::string bad = check_config(L); !bad.empty()) {
+                g_capture.invalidated = true;
+                report(cudaErrorInvalidConfiguration, std::string("launch of ") + kernel + ": " + bad);
+                return;
+            }
+        }
+    }
+    enqueue(config.stream, kernel, std::move(work));
+}
+
 void* dynamic_shared_memory() {
     if (!g_launch) throw std::logic_error("dynamic shared memory used outside a kernel");
     return g_launch->shared.get();
@@ -514,6 +588,7 @@ std::uint64_t exchange_in_warp(unsigned mask, std::uint64_t value, int source) {
 void reset_device() {
     std::lock_guard lock(g_mutex);
     g_sticky_error = g_last_error = cudaSuccess;
+    g_capture = Capture{};
 }
 
 }  // namespace glass_emu
@@ -534,7 +609,12 @@ const char* cudaGetErrorName(cudaError_t error) {
         case cudaErrorNoDevice: return "cudaErrorNoDevice";
         case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
         case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorIllegalState: return "cudaErrorIllegalState";
         case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+        case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+        case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+        case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
+        case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
     }
     return "cudaErrorUnknown";
 }
@@ -595,12 +675,14 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceSynchronize() {
     std::lock_guard lock(glass_emu::g_mutex);
+    if (const cudaError_t e = glass_emu::refuse_during_capture("cudaDeviceSynchronize")) return e;
     return g_sticky_error;
 }
 
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
     std::lock_guard lock(glass_emu::g_mutex);
     if (!ptr) return glass_emu::report(cudaErrorInvalidValue, "cudaMalloc: null pointer");
+    if (const cudaError_t e = glass_emu::refuse_during_capture("cudaMalloc")) return e;
     if (g_sticky_error != cudaSuccess) return g_sticky_error;
     *ptr = nullptr;
     if (bytes == 0) return cudaSuccess;
@@ -632,6 +714,7 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
 cudaError_t cudaFree(void* ptr) {
     std::lock_guard lock(glass_emu::g_mutex);
     if (!ptr) return cudaSuccess;
+    if (const cudaError_t e = glass_emu::refuse_during_capture("cudaFree")) return e;
     const auto it = glass_emu::g_allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (it == glass_emu::g_allocations.end())
         return glass_emu::report(cudaErrorInvalidDevicePointer, "cudaFree of a pointer cudaMalloc did not return");
@@ -643,7 +726,9 @@ cudaError_t cudaFree(void* ptr) {
     return g_sticky_error;
 }
 
-static cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, const char* what) {
+// Checks a copy against the allocations it touches, then (unless check_only) makes it.
+static cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, const char* what,
+                        bool check_only = false) {
     std::lock_guard lock(glass_emu::g_mutex);
     if (g_sticky_error != cudaSuccess) return g_sticky_error;
     if (bytes == 0) return cudaSuccess;
@@ -656,20 +741,29 @@ static cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcp
         return glass_emu::report(cudaErrorInvalidValue, std::string(what) + " of " + std::to_string(bytes) + " bytes: the destination " + why);
     if (src_device && !glass_emu::inside_allocation(src, bytes, &why))
         return glass_emu::report(cudaErrorInvalidValue, std::string(what) + " of " + std::to_string(bytes) + " bytes: the source " + why);
-    std::memmove(dst, src, bytes);
+    if (!check_only) std::memmove(dst, src, bytes);
     return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    {
+        std::lock_guard lock(glass_emu::g_mutex);
+        if (const cudaError_t e = glass_emu::refuse_during_capture("cudaMemcpy")) return e;
+    }
     return copy(dst, src, bytes, kind, "cudaMemcpy");
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-    return copy(dst, src, bytes, kind, "cudaMemcpyAsync");
+cudaError_t glass_emu::memcpy_async(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                                    cudaStream_t stream) {
+    if (const cudaError_t e = copy(dst, src, bytes, kind, "cudaMemcpyAsync", /*check_only=*/true)) return e;
+    return enqueue(stream, "cudaMemcpyAsync", std::function<cudaError_t()>([=] {
+                       return copy(dst, src, bytes, kind, "cudaMemcpyAsync");
+                   }));
 }
 
 cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
     std::lock_guard lock(glass_emu::g_mutex);
+    if (const cudaError_t e = glass_emu::refuse_during_capture("cudaMemset")) return e;
     if (g_sticky_error != cudaSuccess) return g_sticky_error;
     std::string why;
     if (bytes > 0 && !glass_emu::inside_allocation(ptr, bytes, &why))
@@ -692,15 +786,125 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
     delete event;
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t glass_emu::event_record(cudaEvent_t event, cudaStream_t stream) {
     if (!event) return cudaErrorInvalidResourceHandle;
-    event->when = std::chrono::steady_clock::now();  // work before it has already run
-    event->recorded = true;
-    return cudaSuccess;
+    return enqueue(stream, "cudaEventRecord", [event] {
+        event->when = std::chrono::steady_clock::now();  // work queued before it has already run
+        event->recorded = true;
+    });
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t event) { return event ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    std::lock_guard lock(glass_emu::g_mutex);
+    if (const cudaError_t e = glass_emu::refuse_during_capture("cudaEventSynchronize")) return e;
+    return event ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms || !start || !end || !start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
     *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+    return cudaSuccess;
+}
+
+// ---- Streams, capture and graphs ---------------------------------------------------------------------
+
+struct CUgraph_st {
+    std::vector<glass_emu::Op> ops;
+};
+struct CUgraphExec_st {
+    std::vector<glass_emu::Op> ops;
+};
+
+cudaError_t glass_emu::stream_synchronize(cudaStream_t stream) {
+    std::lock_guard lock(g_mutex);
+    if (stream != cudaStreamLegacy && stream != cudaStreamPerThread)
+        return report(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a stream of this emulator");
+    if (const cudaError_t e = refuse_during_capture("cudaStreamSynchronize")) return e;
+    return g_sticky_error;
+}
+
+cudaError_t glass_emu::begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    std::lock_guard lock(g_mutex);
+    if (g_sticky_error != cudaSuccess) return g_sticky_error;
+    if (mode != cudaStreamCaptureModeGlobal)
+        return report(cudaErrorInvalidValue, "cudaStreamBeginCapture: the emulator models the global capture mode only");
+    if (stream == cudaStreamLegacy)
+        return report(cudaErrorStreamCaptureUnsupported,
+                      "cudaStreamBeginCapture: the legacy default stream cannot be captured (build with "
+                      "--default-stream per-thread, or capture cudaStreamPerThread)");
+    if (stream != cudaStreamPerThread)
+        return report(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: not a stream of this emulator");
+    if (g_capture.stream) return report(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is already capturing");
+    g_capture = Capture{stream, false, {}};
+    return cudaSuccess;
+}
+
+cudaError_t glass_emu::end_capture(cudaStream_t stream, cudaGraph_t* graph) {
+    std::lock_guard lock(g_mutex);
+    if (!graph) return report(cudaErrorInvalidValue, "cudaStreamEndCapture: null graph");
+    *graph = nullptr;
+    if (!g_capture.stream) return report(cudaErrorIllegalState, "cudaStreamEndCapture: no capture is under way");
+    if (stream != g_capture.stream)
+        return report(cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture: called on another stream than the capture's");
+    Capture done = std::move(g_capture);
+    g_capture = Capture{};
+    if (done.invalidated)
+        return report(cudaErrorStreamCaptureInvalidated,
+                      "cudaStreamEndCapture: the capture was invalidated by an earlier failed call (" + g_message + ")");
+    *graph = new CUgraph_st{std::move(done.ops)};
+    return cudaSuccess;
+}
+
+cudaError_t glass_emu::is_capturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+    std::lock_guard lock(g_mutex);
+    if (!status) return report(cudaErrorInvalidValue, "cudaStreamIsCapturing: null status");
+    *status = cudaStreamCaptureStatusNone;
+    if (stream == cudaStreamLegacy && g_capture.stream)
+        return report(cudaErrorStreamCaptureImplicit, "cudaStreamIsCapturing: the legacy stream, while another captures");
+    if (g_capture.stream == stream)
+        *status = g_capture.invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+    std::lock_guard lock(glass_emu::g_mutex);
+    if (!exec || !graph) return glass_emu::report(cudaErrorInvalidValue, "cudaGraphInstantiate: null graph or exec");
+    *exec = new CUgraphExec_st{graph->ops};
+    return cudaSuccess;
+}
+
+cudaError_t glass_emu::graph_launch(cudaGraphExec_t exec, cudaStream_t stream) {
+    std::vector<Op>* ops = nullptr;
+    {
+        std::lock_guard lock(g_mutex);
+        if (!exec) return report(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: null graph");
+        if (g_capture.stream) {  // a graph inside a capture: legal in CUDA, not modelled here
+            g_capture.invalidated = true;
+            return report(cudaErrorStreamCaptureUnsupported, "cudaGraphLaunch during a capture (not modelled by the emulator)");
+        }
+        if (stream != cudaStreamLegacy && stream != cudaStreamPerThread)
+            return report(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: not a stream of this emulator");
+        if (g_sticky_error != cudaSuccess) return g_sticky_error;
+        ops = &exec->ops;
+    }
+    // In order, as captured: one stream, so every node depends on the one before.
+    for (const Op& op : *ops) op.work();
+    std::lock_guard lock(g_mutex);
+    return g_sticky_error;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count) {
+    std::lock_guard lock(glass_emu::g_mutex);
+    if (!graph || !count || nodes)
+        return glass_emu::report(cudaErrorInvalidValue, "cudaGraphGetNodes: the emulator counts nodes only (nodes must be null)");
+    *count = graph->ops.size();
     return cudaSuccess;
 }

@@ -26,6 +26,13 @@
 // A block whose threads never synchronize needs no fibers: once the first block of a launch has run
 // without any synchronization, the others run thread after thread as plain calls (fast).
 //
+// Streams and graphs: work queued on a stream runs at once (the host waits for it). Between
+// cudaStreamBeginCapture and cudaStreamEndCapture on the per-thread default stream, launches,
+// asynchronous copies and (emulated) cuBLAS products are recorded instead, with the arguments they
+// were queued with, and cudaGraphLaunch runs the recording. Calls CUDA refuses during a capture
+// (synchronous copies, allocation, any wait, work on the legacy stream) are refused here too, and
+// spoil the capture, so a graph that would fail on a GPU fails here.
+//
 // Races: a fiber runs as far as it can before the next one starts, which is an unfriendly
 // schedule for a kernel that forgot a barrier (thread 0 reads a shared tile nobody else has
 // written yet, or overwrites one the others have not read): deleting either __syncthreads of
@@ -49,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 
 #include "glass/fast/packed_weights.hpp"  // the fp16/bf16 <-> fp32 conversions of the CPU path
@@ -148,7 +156,12 @@ enum cudaError_t {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalState = 401,
     cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureUnmatched = 903,
+    cudaErrorStreamCaptureImplicit = 906,
 };
 enum cudaMemcpyKind {
     cudaMemcpyHostToHost = 0,
@@ -159,6 +172,32 @@ enum cudaMemcpyKind {
 };
 using cudaStream_t = struct CUstream_st*;
 using cudaEvent_t = struct CUevent_st*;
+using cudaGraph_t = struct CUgraph_st*;
+using cudaGraphExec_t = struct CUgraphExec_st*;
+using cudaGraphNode_t = struct CUgraphNode_st*;
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2,
+};
+
+// Streams. The emulator has CUDA's two built-in ones (glass creates no others): the legacy default
+// stream, which cannot be captured into a graph, and the calling thread's own default stream,
+// which can. Stream 0 means one of them, chosen per source file as nvcc does: the per-thread one
+// when the file is compiled with --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM),
+// else the legacy one. Work on either runs at once, unless a capture is under way (below).
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaStreamPerThread ((cudaStream_t)0x2)
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+#define GLASS_EMU_STREAM_ZERO cudaStreamPerThread
+#else
+#define GLASS_EMU_STREAM_ZERO cudaStreamLegacy
+#endif
 struct cudaDeviceProp {
     char name[256];
     std::size_t totalGlobalMem;
@@ -179,14 +218,56 @@ cudaError_t cudaDeviceSynchronize();  // kernels run at launch, so there is noth
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes);
 cudaError_t cudaFree(void* ptr);
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t stream = nullptr);
 cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes);
 cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+// CUDA graphs by stream capture. Between cudaStreamBeginCapture and cudaStreamEndCapture, launches
+// and asynchronous copies queued on the capturing stream are recorded instead of run, their
+// arguments frozen as they were when queued; cudaGraphLaunch runs the recording. As on a GPU, a
+// call that would wait for or bypass the stream during a capture (cudaMemcpy, cudaMemset,
+// cudaMalloc, cudaFree, the synchronizations, work on the legacy stream) fails and invalidates the
+// capture, so cudaStreamEndCapture then fails too.
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count);  // nodes must be null
+
+// The calls that take a stream, with stream 0 resolved in the caller's file (see above).
+namespace glass_emu {
+cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t event_record(cudaEvent_t event, cudaStream_t stream);
+cudaError_t stream_synchronize(cudaStream_t stream);
+cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t is_capturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream);
+inline cudaStream_t resolve(cudaStream_t stream, cudaStream_t stream_zero) { return stream ? stream : stream_zero; }
+}  // namespace glass_emu
+static inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                                          cudaStream_t stream = nullptr) {
+    return glass_emu::memcpy_async(dst, src, bytes, kind, glass_emu::resolve(stream, GLASS_EMU_STREAM_ZERO));
+}
+static inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr) {
+    return glass_emu::event_record(event, glass_emu::resolve(stream, GLASS_EMU_STREAM_ZERO));
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    return glass_emu::stream_synchronize(glass_emu::resolve(stream, GLASS_EMU_STREAM_ZERO));
+}
+static inline cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    return glass_emu::begin_capture(glass_emu::resolve(stream, GLASS_EMU_STREAM_ZERO), mode);
+}
+static inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+    return glass_emu::end_capture(glass_emu::resolve(stream, GLASS_EMU_STREAM_ZERO), graph);
+}
+static inline cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+    return glass_emu::is_capturing(glass_emu::resolve(stream, GLASS_EMU_STREAM_ZERO), status);
+}
+static inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    return glass_emu::graph_launch(exec, glass_emu::resolve(stream, GLASS_EMU_STREAM_ZERO));
+}
 
 // ---- Launches, shared memory, barriers and shuffles ----------------------------------------------
 namespace glass_emu {
@@ -194,20 +275,36 @@ namespace glass_emu {
 struct LaunchConfig {
     dim3 grid, block;
     std::size_t shared_bytes = 0;  // dynamic shared memory (extern __shared__)
-    LaunchConfig(dim3 g, dim3 b, std::size_t shared = 0, cudaStream_t = nullptr)
-        : grid(g), block(b), shared_bytes(shared) {}
+    cudaStream_t stream = nullptr;
+    LaunchConfig(dim3 g, dim3 b, std::size_t shared = 0, cudaStream_t s = nullptr)
+        : grid(g), block(b), shared_bytes(shared), stream(s) {}
+    // translate.cmake appends .on(GLASS_EMU_STREAM_ZERO): stream 0 as the launching file means it.
+    LaunchConfig& on(cudaStream_t stream_zero) {
+        stream = resolve(stream, stream_zero);
+        return *this;
+    }
 };
 
 // Runs thread_body(context) once for every thread of the grid, with threadIdx/blockIdx set. A bad
 // configuration or a fault found while running becomes cudaGetLastError()'s answer, as on a GPU.
 void run_grid(const char* kernel, const LaunchConfig& config, void (*thread_body)(void*), void* context);
 
+// Queues `work` on `stream`: runs it now, or records it into the capture under way there. `what`
+// names it in errors. Launches, asynchronous copies and the emulated cuBLAS all come through here.
+cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<void()> work);
+cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<cudaError_t()> work);  // work's own error
+// As enqueue, for a kernel launch: during a capture its configuration is checked when recorded.
+void enqueue_launch(const char* kernel, const LaunchConfig& config, std::function<void()> work);
+
 // kernel<<<config>>>(args...) after translation: the arguments are evaluated once, on the host, and
-// every thread calls the kernel with its own copies (kernel parameters are passed by value).
+// copied into the launch; every thread calls the kernel with its own copies (kernel parameters are
+// passed by value). A launch recorded into a graph keeps the values it was queued with.
 template <typename Kernel, typename... Args>
 void launch(const char* name, const LaunchConfig& config, Kernel kernel, Args... args) {
-    auto call = [&] { kernel(args...); };
-    run_grid(name, config, [](void* c) { (*static_cast<decltype(call)*>(c))(); }, &call);
+    enqueue_launch(name, config, [name, config, kernel, args...] {
+        auto call = [&] { kernel(args...); };
+        run_grid(name, config, [](void* c) { (*static_cast<decltype(call)*>(c))(); }, &call);
+    });
 }
 
 // The block's dynamic shared memory (config.shared_bytes, a fresh allocation per block).

@@ -1,7 +1,8 @@
 # cuda/emulator/translate.cmake — turns a .cu file into C++ that g++ compiles against emulator.hpp.
 #   cmake -DIN=cuda/attention.cu -DOUT=build/.../attention.cpp -P translate.cmake
 # Two rewrites, each keeping every newline where it was (so #line 1 keeps all line numbers right):
-#   kernel<<<config>>>(args)   ->  ::glass_emu::launch("kernel", ::glass_emu::LaunchConfig(config),
+#   kernel<<<config>>>(args)   ->  ::glass_emu::launch("kernel",
+#                                      ::glass_emu::LaunchConfig(config).on(GLASS_EMU_STREAM_ZERO),
 #                                      [](auto... a) { kernel(a...); }, args)
 #   extern __shared__ T name[];  ->  T* name = ::glass_emu::dynamic_shared<T>();
 # The generic lambda lets the compiler deduce a kernel template's arguments, as nvcc does.
@@ -16,9 +17,9 @@ set(ws "([ \t\r\n]*)")
 set(lambda "[](auto... glass_arg) { \\1(glass_arg...); }")
 # Launches without arguments first, then the rest.
 string(REGEX REPLACE "${name}${ws}<<<([^;]*)>>>${ws}\\(${ws}\\)"
-       "::glass_emu::launch(\"\\1\",\\3::glass_emu::LaunchConfig(\\4), ${lambda}\\5\\6)" src "${src}")
+       "::glass_emu::launch(\"\\1\",\\3::glass_emu::LaunchConfig(\\4).on(GLASS_EMU_STREAM_ZERO), ${lambda}\\5\\6)" src "${src}")
 string(REGEX REPLACE "${name}${ws}<<<([^;]*)>>>${ws}\\("
-       "::glass_emu::launch(\"\\1\",\\3::glass_emu::LaunchConfig(\\4), ${lambda},\\5" src "${src}")
+       "::glass_emu::launch(\"\\1\",\\3::glass_emu::LaunchConfig(\\4).on(GLASS_EMU_STREAM_ZERO), ${lambda},\\5" src "${src}")
 string(REGEX REPLACE "extern[ \t]+__shared__[ \t]+([A-Za-z_][A-Za-z_0-9:]*)[ \t]+([A-Za-z_][A-Za-z_0-9]*)[ \t]*\\[[ \t]*\\][ \t]*;"
        "\\1* \\2 = ::glass_emu::dynamic_shared<\\1>();" src "${src}")
 

@@ -117,4 +117,14 @@ cudaError_t launch_noop(unsigned grid_x, unsigned grid_y, unsigned block_x, unsi
     return cudaGetLastError();
 }
 
+
+__global__ void add_to_kernel(float* out, int n, float add, const float* extra) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] += add + *extra;
+}
+cudaError_t add_to(float* d_out, int n, float add, const float* d_extra, cudaStream_t stream) {
+    add_to_kernel<<<(n + 63) / 64, 64, 0, stream>>>(d_out, n, add, d_extra);
+    return cudaGetLastError();
+}
+
 }  // namespace emulator_test

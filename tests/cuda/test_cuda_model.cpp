@@ -120,6 +120,56 @@ TEST_CASE("every matmul kernel and both decode attentions give the CPU's logits 
         }
 }
 
+// The decode graph (CudaOptions::graph) replays the very kernels the stream path launches, in the
+// same order, on the same data: the same 1e-5 against the CPU and the same goldens, for fp32 through
+// cuBLAS and fp16 through warp_per_row. greedy_side_by_side resets and prefills prompts of
+// different lengths, so the scratch buffers grow between goldens and the graph is captured again.
+TEST_CASE("decode by CUDA graph replay: the CPU's logits and the goldens, recaptured when scratch moves") {
+    glass::CpuSession cpu(test::shipped());
+    const glass::Model f16_weights = rounded_copy(test::shipped(), gc::WeightType::f16);
+    glass::CpuSession cpu_f16(f16_weights);
+    for (gc::WeightType type : {gc::WeightType::f32, gc::WeightType::f16}) {
+        CAPTURE(std::string(gc::to_string(type)));
+        gc::CudaOptions options;
+        options.weights = type;
+        options.graph = true;
+        gc::CudaSession gpu(test::shipped(), options);
+        CHECK(gpu.decode_graph_nodes() == 0);
+        int records = 0;
+        for (const auto& rec : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
+            const std::string name = rec["case"].get<std::string>();
+            if (name.find("_n64") == std::string::npos) continue;
+            CAPTURE(name);
+            glass::Session& reference = type == gc::WeightType::f32 ? static_cast<glass::Session&>(cpu) : cpu_f16;
+            const GreedyRun run = greedy_side_by_side(gpu, reference, test::ids_of(rec["prompt_ids"]), rec["steps"].get<int>());
+            if (type == gc::WeightType::f32) CHECK(run.ids == test::ids_of(rec["generated_ids"]));
+            CHECK(run.worst_logit_error <= kF32);
+            ++records;
+        }
+        CHECK(records >= 4);
+        // ~16 launches per layer plus the ends: the whole step is one graph.
+        CHECK(gpu.decode_graph_nodes() >= std::size_t(12 * gpu.config().n_layers));
+    }
+    // The host's checks still run before every replay.
+    gc::CudaOptions options;
+    options.graph = true;
+    gc::CudaSession gpu(test::shipped(), options);
+    const glass::ModelConfig& c = gpu.config();
+    std::vector<int> almost(std::size_t(c.seq_len) - 2, 5);
+    almost[0] = 1;
+    gpu.prefill(almost);
+    gpu.decode(7);  // captured here
+    gpu.decode(8);  // replayed: fills the window
+    CHECK(gpu.position() == c.seq_len);
+    CHECK_THROWS_WITH_AS(gpu.decode(9), doctest::Contains("longer than the context window"), glass::Error);
+    gpu.reset();
+    CHECK_THROWS_WITH_AS(gpu.decode(c.vocab_size), doctest::Contains("outside the vocabulary"), glass::Error);
+    CHECK(gpu.position() == 0);
+    gc::CudaOptions both = options;
+    both.naive_decode_attention = true;
+    CHECK_THROWS_WITH_AS(gc::CudaSession(test::shipped(), both), doctest::Contains("attention_decode"), glass::Error);
+}
+
 TEST_CASE("generate() drives CudaSession unchanged: greedy goldens and seeded sampling goldens") {
     gc::CudaSession gpu(test::shipped());
     for (const auto& rec : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
@@ -226,6 +276,10 @@ TEST_CASE("glass generate --device cuda prints llama2.c's story") {
                                  test::sh(rec["prompt"].get<std::string>()));
         CHECK(r.exit_code == 0);
         CHECK(r.out == rec["stdout_exact"].get<std::string>());
+        const auto graphed = test::run(glass + " generate --device cuda --cuda-graph --temperature 0 -n 32 -p " +
+                                       test::sh(rec["prompt"].get<std::string>()));
+        CHECK(graphed.exit_code == 0);
+        CHECK(graphed.out == rec["stdout_exact"].get<std::string>());
         const auto half = test::run(glass + " generate --device cuda --precision fp16 "
                                                       "--temperature 0 -n 32 -p 'Once upon a time'");
         CHECK(half.exit_code == 0);

@@ -148,17 +148,22 @@ void add_rope(std::vector<Case>& cases) {
     for (S s : {S{1, 1, 2, 0, 1e4f}, S{5, 5, 6, 1, 1e4f}, S{7, 3, 64, 5, 1e4f}, S{33, 8, 128, 100, 1e4f},
                 S{2048, 4, 64, 0, 1e4f}, S{3, 32, 128, 4093, 1e4f}, S{9, 8, 128, 2000, 5e5f}})
         for (glass::RopeLayout layout : {glass::RopeLayout::adjacent_pairs, glass::RopeLayout::half_split})
-            cases.push_back({fmt("rope(%s, n=%d, heads=%d, head_dim=%d, start=%d, theta=%g)",
-                                 layout == glass::RopeLayout::adjacent_pairs ? "adjacent" : "half_split",
-                                 s.n, s.heads, s.head_dim, s.start, double(s.theta)),
-                             kF32, s.n >= 2048, [s, layout](Rng& rng) {
-                RowMatrix x = random_matrix(rng, s.n, s.heads * s.head_dim);
-                gc::DeviceBuffer d_x = to_device(x);  // rotated in place: poison is not possible
-                gc::DeviceBuffer freq = gc::rope_frequencies(s.head_dim, s.theta);
-                gc::rope(d_x.f32(), s.n, s.heads, s.head_dim, s.start, freq.f32(), layout);
-                glass::apply_rope(x, s.heads, s.head_dim, s.start, s.theta, layout);
-                return relative_error(gc::to_host(d_x.f32(), std::size_t(x.size())), x);
-            }});
+            for (bool start_on_device : {false, true})  // IntArg: a number, or read from device memory
+                cases.push_back({fmt("rope(%s, n=%d, heads=%d, head_dim=%d, start=%d%s, theta=%g)",
+                                     layout == glass::RopeLayout::adjacent_pairs ? "adjacent" : "half_split",
+                                     s.n, s.heads, s.head_dim, s.start, start_on_device ? " on device" : "",
+                                     double(s.theta)),
+                                 kF32, s.n >= 2048, [s, layout, start_on_device](Rng& rng) {
+                    RowMatrix x = random_matrix(rng, s.n, s.heads * s.head_dim);
+                    gc::DeviceBuffer d_x = to_device(x);  // rotated in place: poison is not possible
+                    gc::DeviceBuffer freq = gc::rope_frequencies(s.head_dim, s.theta);
+                    const int start[1] = {s.start};
+                    gc::DeviceBuffer d_start = gc::to_device(std::span<const int>(start));
+                    gc::rope(d_x.f32(), s.n, s.heads, s.head_dim,
+                             start_on_device ? gc::IntArg::at(d_start.i32()) : gc::IntArg(s.start), freq.f32(), layout);
+                    glass::apply_rope(x, s.heads, s.head_dim, s.start, s.theta, layout);
+                    return relative_error(gc::to_host(d_x.f32(), std::size_t(x.size())), x);
+                }});
 }
 
 void add_matmul(std::vector<Case>& cases) {
@@ -256,10 +261,12 @@ void add_attention(std::vector<Case>& cases) {
     struct D { int heads, kv_heads, head_dim, n_k; };
     for (D s : {D{1, 1, 64, 1}, D{8, 8, 64, 2}, D{8, 2, 64, 257}, D{6, 2, 64, 33}, D{8, 1, 128, 2048},
                 D{32, 4, 128, 4097}, D{32, 32, 128, 1000}, D{4, 4, 256, 300}})
-        for (bool naive : {false, true})
+        for (const char* variant : {"block per head", "block per head, n_k on device", "naive"})
             cases.push_back({fmt("attention_decode(%s, heads=%d, kv_heads=%d, head_dim=%d, n_k=%d)",
-                                 naive ? "naive" : "block per head", s.heads, s.kv_heads, s.head_dim, s.n_k),
-                             kF32, s.n_k > 2048, [s, naive](Rng& rng) {
+                                 variant, s.heads, s.kv_heads, s.head_dim, s.n_k),
+                             kF32, s.n_k > 2048, [s, variant](Rng& rng) {
+                const bool naive = std::strcmp(variant, "naive") == 0;
+                const bool on_device = std::strstr(variant, "on device") != nullptr;
                 const gc::AttentionDims d{s.heads, s.kv_heads, s.head_dim};
                 const RowMatrix q = random_matrix(rng, 1, s.heads * s.head_dim);
                 const RowMatrix k = random_matrix(rng, s.n_k, s.kv_heads * s.head_dim);
@@ -270,8 +277,13 @@ void add_attention(std::vector<Case>& cases) {
                 const float scale = 1.0f / std::sqrt(float(s.head_dim));
                 if (naive)
                     gc::attention_naive(d_q.f32(), d_k.f32(), d_v.f32(), 1, s.n_k - 1, d, scale, scores.f32(), out.f32());
-                else
-                    gc::attention_decode(d_q.f32(), d_k.f32(), d_v.f32(), s.n_k, d, scale, scores.f32(), out.f32());
+                else {
+                    const int n_k[1] = {s.n_k};
+                    gc::DeviceBuffer d_n_k = gc::to_device(std::span<const int>(n_k));
+                    gc::attention_decode(d_q.f32(), d_k.f32(), d_v.f32(),
+                                         on_device ? gc::IntArg::at(d_n_k.i32()) : gc::IntArg(s.n_k), d, scale,
+                                         scores.f32(), out.f32());
+                }
                 return relative_error(gc::to_host(out.f32(), std::size_t(s.heads) * s.head_dim),
                                       cpu_attention(q, k, v, s.n_k - 1, d));
             }});
@@ -420,6 +432,83 @@ void add_kv_cache(std::vector<Case>& cases) {
     }});
 }
 
+// The decode graph's mechanics at op level: record rope + kv_write + attention_decode once, with
+// the position read from device memory, then replay it at successive positions, rewriting only
+// that int; each replay must match the CPU reference at its own position. And a capture that tries
+// to wait for the device must fail with a named error and leave the stream usable.
+void add_graph(std::vector<Case>& cases) {
+    cases.push_back({"graph(rope + kv_write + attention_decode, captured once, 6 replays at positions 3..8)",
+                     kF32, false, [](Rng& rng) {
+        const gc::AttentionDims d{4, 2, 64};
+        const int kv_dim = d.n_kv_heads * d.head_dim, q_dim = d.n_heads * d.head_dim, capacity = 16;
+        const float scale = 1.0f / std::sqrt(float(d.head_dim)), theta = 1e4f;
+        const RowMatrix k_all = random_matrix(rng, capacity, kv_dim), v_all = random_matrix(rng, capacity, kv_dim);
+        gc::DeviceBuffer keys = poisoned(std::size_t(capacity) * kv_dim), values = poisoned(std::size_t(capacity) * kv_dim);
+        gc::DeviceBuffer freq = gc::rope_frequencies(d.head_dim, theta);
+        gc::DeviceBuffer q = poisoned(q_dim), k = poisoned(kv_dim), v = poisoned(kv_dim);
+        gc::DeviceBuffer scores = poisoned(std::size_t(d.n_heads) * capacity), out = poisoned(q_dim);
+        gc::DeviceBuffer step(2 * sizeof(int));  // {position, position + 1}
+        const auto enqueue_step = [&](gc::IntArg pos, gc::IntArg n_k) {
+            gc::rope(q.f32(), 1, d.n_heads, d.head_dim, pos, freq.f32(), glass::RopeLayout::half_split);
+            gc::rope(k.f32(), 1, d.n_kv_heads, d.head_dim, pos, freq.f32(), glass::RopeLayout::half_split);
+            gc::kv_write(keys.f32(), values.f32(), k.f32(), v.f32(), 1, kv_dim, pos);
+            gc::attention_decode(q.f32(), keys.f32(), values.f32(), n_k, d, scale, scores.f32(), out.f32());
+        };
+        // Rows 0..2 the ordinary way (host positions).
+        for (int p = 0; p < 3; ++p) {
+            const RowMatrix kp = k_all.row(p), vp = v_all.row(p);
+            gc::upload(k.data(), kp.data(), kv_dim * sizeof(float));
+            gc::upload(v.data(), vp.data(), kv_dim * sizeof(float));
+            gc::rope(k.f32(), 1, d.n_kv_heads, d.head_dim, p, freq.f32(), glass::RopeLayout::half_split);
+            gc::kv_write(keys.f32(), values.f32(), k.f32(), v.f32(), 1, kv_dim, p);
+        }
+        gc::DeviceGraph graph;
+        graph.capture([&] { enqueue_step(gc::IntArg::at(step.i32()), gc::IntArg::at(step.i32() + 1)); });
+        double worst = graph.nodes() >= 4 ? 0.0 : INFINITY;  // 2 rope + kv_write + attention (+ copies)
+        for (int p = 3; p < 9; ++p) {
+            const RowMatrix qp = random_matrix(rng, 1, q_dim), kp = k_all.row(p), vp = v_all.row(p);
+            const int positions[2] = {p, p + 1};
+            gc::upload(step.data(), positions, sizeof positions);
+            gc::upload(q.data(), qp.data(), q_dim * sizeof(float));
+            gc::upload(k.data(), kp.data(), kv_dim * sizeof(float));
+            gc::upload(v.data(), vp.data(), kv_dim * sizeof(float));
+            graph.replay();
+            // CPU: the same step at position p over rows 0..p.
+            RowMatrix cq = qp, ck = k_all.topRows(p + 1);
+            glass::apply_rope(cq, d.n_heads, d.head_dim, p, theta, glass::RopeLayout::half_split);
+            for (int r = 0; r <= p; ++r) {
+                RowMatrix row = ck.row(r);
+                glass::apply_rope(row, d.n_kv_heads, d.head_dim, r, theta, glass::RopeLayout::half_split);
+                ck.row(r) = row;
+            }
+            const RowMatrix want = cpu_attention(cq, ck, v_all.topRows(p + 1), p, d);
+            worst = std::max(worst, relative_error(gc::to_host(out.f32(), q_dim), want));
+        }
+        return worst;
+    }});
+    cases.push_back({"graph(a wait inside a capture is refused; the stream works after it)", 0.0, false,
+                     [](Rng& rng) {
+        const RowMatrix x = random_matrix(rng, 3, 8);
+        gc::DeviceBuffer d_x = to_device(x), d_y = to_device(x);
+        gc::DeviceGraph graph;
+        double bad = 0;
+        try {
+            graph.capture([&] {
+                gc::residual_add(d_x.f32(), d_y.f32(), 24);
+                gc::synchronize("a wait inside a capture");  // not allowed while capturing
+            });
+            bad += 1;  // the capture should have thrown
+        } catch (const glass::Error& e) {
+            bad += std::string(e.what()).find("a wait inside a capture") == std::string::npos;
+        }
+        bad += !graph.empty();
+        gc::residual_add(d_x.f32(), d_y.f32(), 24);  // not captured: runs (once) now
+        const std::vector<float> got = gc::to_host(d_x.f32(), 24);
+        for (int i = 0; i < 24; ++i) bad += got[std::size_t(i)] != 2.0f * x.data()[i];
+        return bad;
+    }});
+}
+
 // --filter "a,b": rows whose name contains a or b (empty: all).
 bool matches(const std::string& name, const std::string& filter) {
     if (filter.empty()) return true;
@@ -457,6 +546,7 @@ int main(int argc, char** argv) {
     add_mlp(cases);
     add_sampling(cases);
     add_kv_cache(cases);
+    add_graph(cases);
     if (list) {
         for (const Case& c : cases) std::printf("%s\n", c.name.c_str());
         return 0;

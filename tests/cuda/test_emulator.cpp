@@ -15,9 +15,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
+
+#include <cublas_v2.h>
 
 #include "emulator_kernels.hpp"
 
@@ -191,4 +194,105 @@ int main(int argc, char** argv) {
     if (argc == 2 && std::strcmp(argv[1], "--overrun") == 0) return overrun_child();
     doctest::Context context(argc, argv);
     return context.run();
+}
+
+// ---- CUDA graphs by stream capture ----------------------------------------------------------------
+
+TEST_CASE("a capture records launches without running them; a replay runs them with their frozen arguments") {
+    cudaGetLastError();  // a clean start: earlier tests leave refused calls behind
+    Device<float> out(100), extra(1);
+    out.set(std::vector<float>(100, 1.0f));
+    extra.set({10.0f});
+    REQUIRE(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    cudaStreamCaptureStatus status{};
+    CHECK(cudaStreamIsCapturing(cudaStreamPerThread, &status) == cudaSuccess);
+    CHECK(status == cudaStreamCaptureStatusActive);
+    CHECK(et::add_to(out.p, 100, 2.0f, extra.p, cudaStreamPerThread) == cudaSuccess);
+    CHECK(cudaMemcpyAsync(out.p + 99, out.p, sizeof(float), cudaMemcpyDeviceToDevice, cudaStreamPerThread) == cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    REQUIRE(cudaStreamEndCapture(cudaStreamPerThread, &graph) == cudaSuccess);
+    std::size_t nodes = 0;
+    CHECK(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
+    CHECK(nodes == 2);
+    CHECK(out.host() == std::vector<float>(100, 1.0f));  // nothing ran yet
+    cudaGraphExec_t exec = nullptr;
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    CHECK(cudaGraphDestroy(graph) == cudaSuccess);  // the executable graph keeps its own copy
+    CHECK(cudaGraphLaunch(exec, cudaStreamPerThread) == cudaSuccess);
+    CHECK(out.host() == std::vector<float>(100, 13.0f));  // 1 + 2 + 10, and the copy of element 0
+    extra.set({100.0f});  // read when the kernel runs: the next replay sees it; `add` stays 2
+    CHECK(cudaGraphLaunch(exec, cudaStreamPerThread) == cudaSuccess);
+    CHECK(out.host() == std::vector<float>(100, 115.0f));
+    CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+}
+
+TEST_CASE("a call that waits or allocates during a capture fails and invalidates the capture") {
+    Device<float> d(4);
+    std::vector<float> host(4, 0.0f);
+    void* p = nullptr;
+    struct Call { const char* name; std::function<cudaError_t()> call; };
+    for (const Call& c : {Call{"cudaMemcpy", [&] { return cudaMemcpy(d.p, host.data(), 16, cudaMemcpyHostToDevice); }},
+                          Call{"cudaMemset", [&] { return cudaMemset(d.p, 0, 16); }},
+                          Call{"cudaMalloc", [&] { return cudaMalloc(&p, 16); }},
+                          Call{"cudaDeviceSynchronize", [] { return cudaDeviceSynchronize(); }},
+                          Call{"cudaStreamSynchronize", [] { return cudaStreamSynchronize(cudaStreamPerThread); }}}) {
+        CAPTURE(c.name);
+        REQUIRE(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeGlobal) == cudaSuccess);
+        const cudaError_t e = c.call();
+        CHECK(e == cudaErrorStreamCaptureUnsupported);
+        CHECK(std::string(cudaGetErrorString(e)).find(c.name) != std::string::npos);
+        cudaStreamCaptureStatus status{};
+        CHECK(cudaStreamIsCapturing(cudaStreamPerThread, &status) == cudaSuccess);
+        CHECK(status == cudaStreamCaptureStatusInvalidated);
+        cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(1);
+        CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph) == cudaErrorStreamCaptureInvalidated);
+        CHECK(graph == nullptr);
+        cudaGetLastError();
+        CHECK(cudaMemcpy(d.p, host.data(), 16, cudaMemcpyHostToDevice) == cudaSuccess);  // usable again
+    }
+}
+
+TEST_CASE("the legacy stream cannot be captured, nor used while another stream captures") {
+    Device<float> out(8), extra(1);
+    extra.set({0.0f});
+    // This file is compiled without --default-stream per-thread, so stream 0 is the legacy stream.
+    CHECK(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal) == cudaErrorStreamCaptureUnsupported);
+    CHECK(cudaStreamBeginCapture(cudaStreamLegacy, cudaStreamCaptureModeGlobal) == cudaErrorStreamCaptureUnsupported);
+    REQUIRE(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    CHECK(et::add_to(out.p, 8, 1.0f, extra.p, 0) == cudaErrorStreamCaptureImplicit);
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph) == cudaErrorStreamCaptureInvalidated);
+    // A launch with a bad configuration is refused when recorded, not when replayed.
+    REQUIRE(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    CHECK(et::add_to(out.p, 0, 1.0f, extra.p, cudaStreamPerThread) == cudaErrorInvalidConfiguration);  // grid of 0
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph) == cudaErrorStreamCaptureInvalidated);
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph) == cudaErrorIllegalState);  // no capture now
+    cudaGetLastError();
+}
+
+TEST_CASE("the stand-in cuBLAS works on the legacy stream until told otherwise, as cuBLAS does") {
+    Device<float> a(4), b(4), c(4);
+    a.set({1, 2, 3, 4});
+    b.set({1, 0, 0, 1});
+    cublasHandle_t handle = nullptr;
+    REQUIRE(cublasCreate_v2(&handle) == CUBLAS_STATUS_SUCCESS);
+    const float one = 1.0f, zero = 0.0f;
+    const auto gemm = [&] { return cublasSgemm_v2(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a.p, 2, b.p, 2, &zero, c.p, 2); };
+    REQUIRE(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    CHECK(gemm() == CUBLAS_STATUS_EXECUTION_FAILED);  // legacy stream during a capture
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph) == cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    REQUIRE(cublasSetStream_v2(handle, cudaStreamPerThread) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    CHECK(gemm() == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cudaStreamEndCapture(cudaStreamPerThread, &graph) == cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    c.set({0, 0, 0, 0});
+    CHECK(cudaGraphLaunch(exec, cudaStreamPerThread) == cudaSuccess);
+    CHECK(c.host() == std::vector<float>{1, 2, 3, 4});  // A · I
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cublasDestroy_v2(handle);
 }
