@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include <cuda_profiler_api.h>
+
 #include "common.cuh"
 
 namespace glass::cuda {
@@ -42,6 +44,9 @@ void synchronize(const char* what) {
         fail("CUDA error while waiting for ", what, ": ", cudaGetErrorName(status), " (",
              cudaGetErrorString(status), ")");
 }
+
+void profiler_start() { CUDA_CHECK(cudaProfilerStart()); }
+void profiler_stop() { CUDA_CHECK(cudaProfilerStop()); }
 
 static bool sync_after_every_launch() {
     static const bool on = [] {

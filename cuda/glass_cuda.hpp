@@ -47,6 +47,10 @@ namespace glass::cuda {
 bool device_present(std::string* why = nullptr);
 std::string device_name();  // "NVIDIA H200", ...
 void synchronize(const char* what);  // waits for all queued work; names `what` on failure
+// Marks the region a profiler started with "profile from start: off" looks at (Nsight Compute's
+// `ncu --profile-from-start off`; scripts/gpu-check times one decode step's kernels this way).
+void profiler_start();
+void profiler_stop();
 
 // Device memory owned by one object (cudaMalloc / cudaFree). Move-only.
 class DeviceBuffer {

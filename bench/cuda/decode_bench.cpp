@@ -5,9 +5,11 @@
 // run (a device-to-device copy, bytes read + written) and reports each configuration against it.
 //
 // usage: glass_cuda_bench MODEL.bin [--label NAME] [--precision fp32|fp16|bf16]... [--matmul K]
-//                         [--graph off|on|both] [--tokens N] [--copy-mib M]
+//                         [--graph off|on|both] [--tokens N] [--copy-mib M] [--profile]
 // --graph: decode with kernel launches (off), by CUDA graph replay (on), or each in turn (both, the
-// default): the difference is the launch overhead a graph removes.
+// default): the difference is the launch overhead a graph removes. --profile brackets the timed
+// decode steps with profiler_start/stop, for `ncu --profile-from-start off` (its timings are then
+// the profiler's, not the bench's).
 // Prints one "RESULT key=value ..." line per precision and graph setting (scripts/gpu-check turns
 // them into a table).
 // Exit 77 when there is no CUDA device.
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
         std::string model_path, label = "model", matmul = "auto", graph = "both";
         std::vector<std::string> precisions;
         int tokens = 128, copy_mib = 1024;
+        bool profile = false;
         for (int i = 1; i < argc; ++i) {
             const std::string a = argv[i];
             const auto value = [&]() -> std::string {
@@ -38,6 +41,7 @@ int main(int argc, char** argv) {
             else if (a == "--graph") graph = value();
             else if (a == "--tokens") tokens = std::stoi(value());
             else if (a == "--copy-mib") copy_mib = std::stoi(value());
+            else if (a == "--profile") profile = true;
             else if (!a.empty() && a[0] != '-' && model_path.empty()) model_path = a;
             else glass::fail("unknown argument '", a, "'");
         }
@@ -76,9 +80,11 @@ int main(int argc, char** argv) {
                 std::span<const float> logits = session.prefill(prompt);
                 for (int i = 0; i < warmup; ++i) logits = session.decode(glass::sample_argmax(logits));
                 const int start_position = session.position();
+                if (profile) gc::profiler_start();
                 const auto t0 = std::chrono::steady_clock::now();
                 for (int i = 0; i < tokens; ++i) logits = session.decode(glass::sample_argmax(logits));  // decode waits for the GPU
                 const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                if (profile) gc::profiler_stop();
                 const double tokens_per_s = tokens / seconds;
                 // Bytes one decode step reads: every weight, plus the K/V rows attended (mean position).
                 const double mean_position = start_position + (tokens + 1) / 2.0;
