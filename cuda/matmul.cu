@@ -150,6 +150,7 @@ struct CublasApi {
     decltype(&cublasGetStatusName) status_name = nullptr;
     decltype(&cublasGetStatusString) status_string = nullptr;
     cublasHandle_t handle = nullptr;
+    void* workspace = nullptr;  // device memory the handle works in; lives as long as the handle
 };
 
 #define CUBLAS_CHECK(api, call)                                                             \
@@ -193,9 +194,8 @@ static const CublasApi& cublas() {
         // A workspace of our own (32 MiB, NVIDIA's suggestion for Hopper), set after the stream
         // (which resets it): cuBLAS then never allocates, also not while a graph is being captured.
         constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
-        void* workspace = nullptr;
-        CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));  // lives as long as the handle: never freed
-        CUBLAS_CHECK(a, a.set_workspace(a.handle, workspace, kWorkspaceBytes));
+        CUDA_CHECK(cudaMalloc(&a.workspace, kWorkspaceBytes));
+        CUBLAS_CHECK(a, a.set_workspace(a.handle, a.workspace, kWorkspaceBytes));
         return a;  // the library stays open and the handle alive until the process ends
     }();
     return api;
