@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "glass/glass.hpp"
+#include "relative_error.hpp"
 
 namespace test {
 
@@ -91,19 +92,6 @@ inline glass::GenerateOptions golden_options(const nlohmann::json& rec) {
     options.max_new_tokens =
         glass::new_tokens_for_steps(rec["steps"].get<int>(), static_cast<int>(rec["prompt_ids"].size()));
     return options;
-}
-
-// ‖got − want‖₂ / ‖want‖₂ in double. A non-finite value in `got` (e.g. a poisoned element a
-// kernel never wrote) or a size mismatch is an infinite error.
-inline double relative_error(std::span<const float> got, std::span<const float> want) {
-    if (got.size() != want.size()) return INFINITY;
-    double diff = 0, norm = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-        if (!std::isfinite(got[i])) return INFINITY;
-        diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        norm += double(want[i]) * want[i];
-    }
-    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
 // The rest of the line of a program's output that starts with "label: " (examples print their

@@ -26,6 +26,7 @@
 
 #include "glass/glass.hpp"
 #include "glass_cuda.hpp"
+#include "../relative_error.hpp"
 
 namespace gc = glass::cuda;
 using glass::RowMatrix;
@@ -46,18 +47,7 @@ RowMatrix random_matrix(Rng& rng, int rows, int cols, float scale = 1.0f) {
     return Eigen::Map<const RowMatrix>(v.data(), rows, cols);
 }
 
-// ‖gpu − cpu‖₂ / ‖cpu‖₂, in double. Any non-finite GPU value (a poisoned, unwritten element) or
-// a size mismatch is an infinite error.
-double relative_error(std::span<const float> gpu, std::span<const float> cpu) {
-    if (gpu.size() != cpu.size()) return INFINITY;
-    double diff = 0, norm = 0;
-    for (std::size_t i = 0; i < cpu.size(); ++i) {
-        if (!std::isfinite(gpu[i])) return INFINITY;
-        diff += (double(gpu[i]) - cpu[i]) * (double(gpu[i]) - cpu[i]);
-        norm += double(cpu[i]) * cpu[i];
-    }
-    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
+using test::relative_error;  // ‖gpu − cpu‖₂ / ‖cpu‖₂; NaN anywhere in gpu: infinite
 double relative_error(std::span<const float> gpu, const RowMatrix& cpu) {
     return relative_error(gpu, std::span<const float>(cpu.data(), static_cast<std::size_t>(cpu.size())));
 }
