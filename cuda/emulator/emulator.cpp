@@ -75,10 +75,7 @@ cudaError_t report(cudaError_t code, const std::string& message, bool sticky = f
 // Work queued on a stream runs at once (the host waits for it), so streams need no queue of their
 // own. A capture (only of the per-thread stream; CUDA refuses the legacy one) collects the work
 // queued on its stream instead; cudaStreamEndCapture turns the collection into a graph.
-struct Op {
-    std::string what;
-    std::function<cudaError_t()> work;
-};
+using Op = std::function<cudaError_t()>;  // one recorded launch, copy or product
 
 struct Capture {
     cudaStream_t stream = nullptr;  // null: no capture under way
@@ -331,8 +328,8 @@ void run_block_directly(Launch& L) {
     t.index = uint3{0, 0, 0};
 }
 
-std::string check_config(const Launch& L) {
-    const dim3 g = L.grid, b = L.block;
+std::string check_config(const LaunchConfig& config) {
+    const dim3 g = config.grid, b = config.block;
     std::ostringstream s;
     const std::uint64_t threads = std::uint64_t{b.x} * b.y * b.z;
     if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0)
@@ -343,8 +340,8 @@ std::string check_config(const Launch& L) {
         s << "block " << to_string(b) << " exceeds the per-dimension limits (1024, 1024, 64)";
     else if (g.x > 2147483647u || g.y > 65535 || g.z > 65535)
         s << "grid " << to_string(g) << " exceeds the limits (2^31 - 1, 65535, 65535)";
-    else if (L.shared_bytes > 48 * 1024)
-        s << L.shared_bytes << " bytes of dynamic shared memory; at most 49152 without opting in";
+    else if (config.shared_bytes > 48 * 1024)
+        s << config.shared_bytes << " bytes of dynamic shared memory; at most 49152 without opting in";
     return s.str();
 }
 
@@ -410,7 +407,7 @@ void run_grid(const char* kernel, const LaunchConfig& config, void (*thread_body
     L.shared_bytes = config.shared_bytes;
     L.body = thread_body;
     L.context = context;
-    if (const std::string bad = check_config(L); !bad.empty()) {
+    if (const std::string bad = check_config(config); !bad.empty()) {
         report(cudaErrorInvalidConfiguration, std::string("launch of ") + kernel + ": " + bad);
         return;
     }
@@ -462,7 +459,7 @@ cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<cudaErr
         if (stream != cudaStreamLegacy && stream != cudaStreamPerThread)
             return report(cudaErrorInvalidResourceHandle, std::string(what) + ": not a stream of this emulator");
         if (g_capture.stream == stream) {
-            if (!g_capture.invalidated) g_capture.ops.push_back({what, std::move(work)});
+            if (!g_capture.invalidated) g_capture.ops.push_back(std::move(work));
             return cudaSuccess;
         }
         if (g_capture.stream) {  // the legacy stream waits for every other stream: not while one captures
@@ -487,11 +484,7 @@ void enqueue_launch(const char* kernel, const LaunchConfig& config, std::functio
         std::lock_guard lock(g_mutex);
         if (g_capture.stream && g_capture.stream == config.stream) {
             // Recorded, not run: check the configuration now, where cudaLaunchKernel would.
-            Launch L;
-            L.grid = config.grid;
-            L.block = config.block;
-            L.shared_bytes = config.shared_bytes;
-            if (const std::string bad = check_config(L); !bad.empty()) {
+            if (const std::string bad = check_config(config); !bad.empty()) {
                 g_capture.invalidated = true;
                 report(cudaErrorInvalidConfiguration, std::string("launch of ") + kernel + ": " + bad);
                 return;
@@ -886,7 +879,7 @@ cudaError_t glass_emu::graph_launch(cudaGraphExec_t exec, cudaStream_t stream) {
         ops = &exec->ops;
     }
     // In order, as captured: one stream, so every node depends on the one before.
-    for (const Op& op : *ops) op.work();
+    for (const Op& op : *ops) op();
     std::lock_guard lock(g_mutex);
     return g_sticky_error;
 }
