@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "glass/glass.hpp"
-#include "glass/tiktoken_loader.hpp"
+#include "glass/formats/tiktoken_loader.hpp"
 
 // A piece between quotes, with newlines and other control bytes made visible.
 static std::string quoted(const std::string& piece) {

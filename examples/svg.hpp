@@ -1,4 +1,4 @@
-// examples/svg.hpp — the few SVG pieces the figure-drawing examples (10, 11) need.
+// examples/svg.hpp — the few SVG pieces the figure-drawing examples (12, 13) need.
 //
 // Not part of the journey: just enough to turn numbers into a picture you can open in any
 // browser. An Svg collects elements as text and writes one self-contained file (no scripts, no

@@ -1,6 +1,6 @@
 // Training a BPE vocabulary (bpe_train.hpp, bpe_train_file.hpp): merges worked out by hand,
 // determinism, the fast trainer equal to the plain one, the tiktoken-format round trip,
-// decode(encode(x)) == x for any bytes, bad input, and the numbers example 09 prints.
+// decode(encode(x)) == x for any bytes, bad input, and the numbers example 02 prints.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "glass/bpe_train.hpp"
-#include "glass/bpe_train_file.hpp"
+#include "glass/tokenize/bpe_train.hpp"
+#include "glass/formats/bpe_train_file.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -287,7 +287,7 @@ TEST_CASE("bad input gives clear errors naming the problem") {
     std::remove(good.c_str());
 }
 
-// ---- example 09: its printed numbers against the plain trainer called here ----
+// ---- example 02: its printed numbers against the plain trainer called here ----
 
 namespace {
 std::string line_after(const std::string& out, const std::string& label) {
@@ -299,9 +299,9 @@ std::string line_after(const std::string& out, const std::string& label) {
 }
 }  // namespace
 
-TEST_CASE("example 09 trains on the shipped text and prints the right numbers") {
+TEST_CASE("example 02 trains on the shipped text and prints the right numbers") {
     const std::string out_path = temp_path("09.tiktoken");
-    const test::Run r = test::run(test::bin_dir() + "/09_train_bpe " + test::sh(harbour_path()) + " 512 " + test::sh(out_path));
+    const test::Run r = test::run(test::bin_dir() + "/02_train_bpe " + test::sh(harbour_path()) + " 512 " + test::sh(out_path));
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     const TrainedBpe& bpe = harbour_512();
 
@@ -336,8 +336,8 @@ TEST_CASE("example 09 trains on the shipped text and prints the right numbers") 
     std::remove(out_path.c_str());
 }
 
-TEST_CASE("example 09 rejects bad arguments with one line and a non-zero exit") {
-    const std::string exe = test::bin_dir() + "/09_train_bpe";
+TEST_CASE("example 02 rejects bad arguments with one line and a non-zero exit") {
+    const std::string exe = test::bin_dir() + "/02_train_bpe";
     const test::Run missing = test::run(exe + " /nonexistent/corpus.txt");
     CHECK(missing.exit_code == 1);
     CHECK(missing.err.find("/nonexistent/corpus.txt") != std::string::npos);

@@ -4,10 +4,10 @@
 #include <memory>
 #include <random>
 
-#include "glass/byte_level_bpe.hpp"
-#include "glass/hf_loader.hpp"
+#include "glass/tokenize/byte_level_bpe.hpp"
+#include "glass/formats/hf_loader.hpp"
 #include "glass/streaming.hpp"
-#include "glass/tiktoken_loader.hpp"
+#include "glass/formats/tiktoken_loader.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -123,8 +123,8 @@ TEST_CASE("example 01_tokenize: a missing Llama 2 file is a note, not a failure"
     CHECK(!lines_starting(r.out, "tok512 ids").empty());
 }
 
-TEST_CASE("example 02_embedding_lookup: id X is row X of the table; C2 arithmetic") {
-    const test::Run r = run_example("02_embedding_lookup");
+TEST_CASE("example 03_embedding_lookup: id X is row X of the table; C2 arithmetic") {
+    const test::Run r = run_example("03_embedding_lookup");
     // The default id is the one of " Once": the second prompt id run.c gave for "Once upon a time".
     const int id = greedy_golden("Once upon a time", 32)["prompt_ids"][1].get<int>();
     CHECK(number(r.out, "token id") == id);
@@ -163,8 +163,8 @@ TEST_CASE("example 02_embedding_lookup: id X is row X of the table; C2 arithmeti
     CHECK(number(r.out, "shipped model embedding parameters") == 512 * 64);
 }
 
-TEST_CASE("example 03_attention_by_hand: C3's scores, weights and output") {
-    const test::Run r = run_example("03_attention_by_hand");
+TEST_CASE("example 05_attention_by_hand: C3's scores, weights and output") {
+    const test::Run r = run_example("05_attention_by_hand");
     const double e = std::exp(1.0);
     const double w_a = e / (1 + e), w_b = 1 / (1 + e);  // softmax([1, 0])
     // Printed with 6 decimals (±5e-7) from fp32 arithmetic (relative ~1e-7): 2e-6 covers both;
@@ -189,8 +189,8 @@ TEST_CASE("example 03_attention_by_hand: C3's scores, weights and output") {
     CHECK(value_of(r.out, "output rounded") == "7.3 5.4");
 }
 
-TEST_CASE("example 04_kv_cache_experiment: C4, cached attention equals recomputation") {
-    const test::Run r = run_example("04_kv_cache_experiment");
+TEST_CASE("example 08_kv_cache_experiment: C4, cached attention equals recomputation") {
+    const test::Run r = run_example("08_kv_cache_experiment");
     const int n = 3, d = 4;
     // Both paths do the same fp32 operations on the same numbers in nearly the same order; any
     // difference is a few fp32 ulps of values of size ~1.
@@ -243,11 +243,11 @@ TEST_CASE("example 04_kv_cache_experiment: C4, cached attention equals recomputa
     }
 }
 
-TEST_CASE("example 05_prefill: one pass fills the cache; the first token matches llama2.c") {
+TEST_CASE("example 07_prefill: one pass fills the cache; the first token matches llama2.c") {
     const nlohmann::json g = greedy_golden("Once upon a time", 32);
     const std::vector<int> prompt_ids = test::ids_of(g["prompt_ids"]);
     const int n_prompt = static_cast<int>(prompt_ids.size());
-    const test::Run r = run_example("05_prefill");
+    const test::Run r = run_example("07_prefill");
 
     CHECK(ints(value_of(r.out, "prompt ids")) == prompt_ids);
     CHECK(number(r.out, "cache length before prefill") == 0);
@@ -300,11 +300,11 @@ TEST_CASE("example 05_prefill: one pass fills the cache; the first token matches
     }
 }
 
-TEST_CASE("example 06_decode: the cache grows by one per step and decode equals recompute (C5)") {
+TEST_CASE("example 10_decode: the cache grows by one per step and decode equals recompute (C5)") {
     const nlohmann::json g = greedy_golden("Once upon a time", 32);
     const std::vector<int> golden_ids = test::ids_of(g["generated_ids"]);
     const int n_prompt = static_cast<int>(g["prompt_ids"].size());
-    const test::Run r = run_example("06_decode");
+    const test::Run r = run_example("10_decode");
 
     CHECK(number(r.out, "prompt tokens") == n_prompt);
     const std::vector<std::string> steps = lines_starting(r.out, "step ");
@@ -337,8 +337,8 @@ TEST_CASE("example 06_decode: the cache grows by one per step and decode equals 
     CHECK(number(r.out, "max rel err") <= 1e-5);
 }
 
-TEST_CASE("example 07_sampling: C11 greedy, C12 top-p, C13 temperature") {
-    const test::Run r = run_example("07_sampling");
+TEST_CASE("example 09_sampling: C11 greedy, C12 top-p, C13 temperature") {
+    const test::Run r = run_example("09_sampling");
 
     // C11.
     CHECK(value_of(r.out, "C11 greedy pick") == "Paris");
@@ -402,9 +402,9 @@ TEST_CASE("example 07_sampling: C11 greedy, C12 top-p, C13 temperature") {
     CHECK(value_of(r.out, "C13 T=0 (greedy)") == "Paris 1.000000 Lyon 0.000000 Rome 0.000000");
 }
 
-TEST_CASE("example 08_generate: the streamed story matches llama2.c; C10 arithmetic") {
+TEST_CASE("example 11_generate: the streamed story matches llama2.c; C10 arithmetic") {
     const nlohmann::json g = greedy_golden("Once upon a time", 32);
-    const test::Run r = run_example("08_generate");
+    const test::Run r = run_example("11_generate");
 
     const int n_prompt = static_cast<int>(g["prompt_ids"].size());
     const int expected_new = g["steps"].get<int>() - n_prompt + 1;  // run.c's -n counts positions
@@ -440,8 +440,8 @@ TEST_CASE("example 08_generate: the streamed story matches llama2.c; C10 arithme
 }
 
 #ifndef GLASS_WITHOUT_CUDA_EMULATOR
-TEST_CASE("example 12_cuda_twin: every CUDA stage within 1e-5 of the CPU, and llama2.c's story") {
-    const test::Run r = run_example("12_cuda_twin");
+TEST_CASE("example 14_cuda_twin: every CUDA stage within 1e-5 of the CPU, and llama2.c's story") {
+    const test::Run r = run_example("14_cuda_twin");
     CHECK(value_of(r.out, "device").find("emulator") != std::string::npos);  // this build links the emulator
     // Every stage line ends in "ok" and shows an error at most 1e-5 (checked from the number itself).
     int stages = 0;

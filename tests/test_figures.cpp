@@ -1,4 +1,4 @@
-// The figure-drawing examples (10_kv_cache_growth: C8/C9, 11_roofline: C7): the numbers they print
+// The figure-drawing examples (12_kv_cache_growth: C8/C9, 13_roofline: C7): the numbers they print
 // against values this file computes on its own (the claims' arithmetic, the checkpoint file's
 // header and size), and the SVG they write: well-formed XML, the expected elements, and geometry
 // that says what the numbers say (line slopes, ridge points).
@@ -179,10 +179,10 @@ TEST_CASE("parse_xml rejects what is not well-formed (so the SVG checks below ca
     CHECK_THROWS(parse_xml("<svg><text>unclosed"));
 }
 
-TEST_CASE("example 10_kv_cache_growth: C8, C9, the real allocation, and the chart") {
+TEST_CASE("example 12_kv_cache_growth: C8, C9, the real allocation, and the chart") {
     const std::string dir = temp_dir("kv");
     const std::string svg_path = dir + "/kv.svg";
-    const test::Run r = test::run(test::bin_dir() + "/10_kv_cache_growth " + test::sh(svg_path));
+    const test::Run r = test::run(test::bin_dir() + "/12_kv_cache_growth " + test::sh(svg_path));
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
 
@@ -253,10 +253,10 @@ TEST_CASE("example 10_kv_cache_growth: C8, C9, the real allocation, and the char
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("example 10_kv_cache_growth: by default the chart goes beside the program; bad paths are errors") {
+TEST_CASE("example 12_kv_cache_growth: by default the chart goes beside the program; bad paths are errors") {
     const std::string dir = temp_dir("kv_default");
     // Run from a scratch directory: nothing may be written there.
-    const test::Run r = test::run("cd " + test::sh(dir) + " && " + test::bin_dir() + "/10_kv_cache_growth");
+    const test::Run r = test::run("cd " + test::sh(dir) + " && " + test::bin_dir() + "/12_kv_cache_growth");
     REQUIRE(r.exit_code == 0);
     const std::filesystem::path expected = std::filesystem::canonical(test::bin_dir()) / "kv_cache_growth.svg";
     CHECK(value_of(r.out, "svg written") == expected.string());
@@ -264,15 +264,15 @@ TEST_CASE("example 10_kv_cache_growth: by default the chart goes beside the prog
     CHECK(std::filesystem::is_empty(dir));
     std::filesystem::remove_all(dir);
 
-    const test::Run bad = test::run(test::bin_dir() + "/10_kv_cache_growth /nonexistent/dir/kv.svg");
+    const test::Run bad = test::run(test::bin_dir() + "/12_kv_cache_growth /nonexistent/dir/kv.svg");
     CHECK(bad.exit_code == 1);
     CHECK(bad.err.find("/nonexistent/dir/kv.svg") != std::string::npos);
 }
 
-TEST_CASE("example 11_roofline: C7 arithmetic, the roofline's answer, this machine, and the chart") {
+TEST_CASE("example 13_roofline: C7 arithmetic, the roofline's answer, this machine, and the chart") {
     const std::string dir = temp_dir("roof");
     const std::string svg_path = dir + "/roof.svg";
-    const test::Run r = test::run(test::bin_dir() + "/11_roofline " + test::sh(svg_path));
+    const test::Run r = test::run(test::bin_dir() + "/13_roofline " + test::sh(svg_path));
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
 

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "glass/gguf_vocab.hpp"
-#include "glass/hf_loader.hpp"
+#include "glass/formats/gguf_vocab.hpp"
+#include "glass/formats/hf_loader.hpp"
 #include "test_support.hpp"
 
 namespace {

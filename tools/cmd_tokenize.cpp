@@ -14,9 +14,9 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "glass/gguf_vocab.hpp"
-#include "glass/hf_loader.hpp"
-#include "glass/tiktoken_loader.hpp"
+#include "glass/formats/gguf_vocab.hpp"
+#include "glass/formats/hf_loader.hpp"
+#include "glass/formats/tiktoken_loader.hpp"
 #include "glass/tokenizer.hpp"
 
 namespace cli {

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "glass/byte_level_bpe.hpp"
-#include "glass/tiktoken_loader.hpp"
+#include "glass/tokenize/byte_level_bpe.hpp"
+#include "glass/formats/tiktoken_loader.hpp"
 
 namespace {
 

@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/attention.hpp — journey step 4: every position looks back at the ones before it.
-/// \verbatim
+/// ```text
 /// In:  q      [n_q, n_heads * head_dim]     queries of the positions being computed, already
 ///                                           rotated; row i sits at position start_pos + i
 ///      keys   [n_k, n_kv_heads * head_dim]  keys of positions 0 .. n_k-1 (from the KV cache),
@@ -18,7 +18,7 @@
 ///
 /// The same function serves prefill (start_pos 0, n_q = prompt length), decode (n_q = 1, reads
 /// the whole cache) and any chunk in between: the mask aligns to the bottom-right corner.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cmath>

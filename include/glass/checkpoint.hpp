@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/checkpoint.hpp — journey step 0: get the trained weights into memory.
-/// \verbatim
+/// ```text
 /// In:  a llama2.c checkpoint file ("legacy" format, as exported by llama2.c and shipped in
 ///      models/stories260K.bin).
 /// Out: a Model: the ModelConfig plus read-only Eigen views of every weight, straight into the
@@ -20,7 +20,7 @@
 ///
 /// The header is untrusted input: every size is range-checked, the total is computed without
 /// overflow, and the file must be exactly as long as the header says.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <fcntl.h>

@@ -1,10 +1,10 @@
 /// \file
 /// \brief glass/config.hpp — the shape of a model: every size the other stages are built from.
-/// \verbatim
+/// ```text
 /// A decoder-only transformer is fully described (for inference) by a handful of integers.
 /// For the shipped stories260K model they are: dim 64, hidden_dim 172, 5 layers, 8 query heads,
 /// 4 KV heads, vocabulary 512, context 512. Everything else derives from them.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cstdint>

@@ -1,13 +1,13 @@
 /// \file
 /// \brief glass/embedding.hpp — journey step 2: ids -> vectors.
-/// \verbatim
+/// ```text
 /// In:  token ids [n_tokens]; the embedding table [vocab, dim].
 /// Out: activations [n_tokens, dim], row t = table row ids[t].
 ///
 /// No arithmetic happens here: an id is just a row number. The table is learned; it is also the
 /// biggest single matrix of a small-vocabulary-unfriendly model (Llama 3 8B: 128,256 x 4,096 ≈
 /// 525 M parameters).
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <span>

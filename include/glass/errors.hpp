@@ -1,11 +1,11 @@
 /// \file
 /// \brief glass/errors.hpp — how glass reports bad input.
-/// \verbatim
+/// ```text
 /// Every problem a user can cause (a missing file, a truncated checkpoint, an id outside the
 /// vocabulary, a NaN temperature, ...) becomes a glass::Error whose message names the problem and
 /// the offending value. Nothing in glass aborts or asserts on user input; the CLI prints the
 /// message on one line and exits non-zero.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <sstream>

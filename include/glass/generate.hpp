@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/generate.hpp — journey steps 6–8 as one loop: prefill once, then decode until done.
-/// \verbatim
+/// ```text
 /// In:  a Session (model + KV cache on some backend), its tokenizer, a prompt, options.
 /// Out: the generated ids and text, why generation stopped, and timings. Text is handed to
 ///      `on_text` as soon as it is complete (whole UTF-8 characters, never part of a stop string).
@@ -12,7 +12,7 @@
 ///     stop if next is BOS (llama2.c's rule) or EOS, or a stop string appeared, or enough tokens
 ///     logits = decode(next)                  writes next's K/V at position n_prompt + i
 ///     next = sample(logits)
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <algorithm>

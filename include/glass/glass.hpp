@@ -1,18 +1,64 @@
 /// \file
-/// \brief glass/glass.hpp — everything, in the order a request meets it.
+/// \brief glass/glass.hpp — every header of glass, in the order a request meets it.
+/// ```text
+/// Include this one header to get all of glass. The list below is also a reading order: the
+/// journey's stages at the top level of include/glass/, and beside them the families a stage
+/// grows into (tokenize/, formats/, fast/).
+/// ```
 #pragma once
 
+// Foundations: how errors are reported, the matrix types, the shape of a model.
 #include "glass/errors.hpp"
+#include "glass/tensor.hpp"
 #include "glass/config.hpp"
-#include "glass/checkpoint.hpp"     // 0. weights
-#include "glass/tokenizer.hpp"      // 1. text -> ids
+
+// 0. Weights: a llama2.c checkpoint, mmap'd and validated.
+#include "glass/checkpoint.hpp"
+
+// 1. Text -> ids. The interface, then the two BPE families and what they are built from...
+#include "glass/tokenizer.hpp"
+#include "glass/tokenize/bpe_merge.hpp"
+#include "glass/tokenize/special_tokens.hpp"
+#include "glass/tokenize/sentencepiece_bpe.hpp"
+#include "glass/tokenize/pretokenize.hpp"
+#include "glass/tokenize/byte_level.hpp"
+#include "glass/tokenize/normalize.hpp"
+#include "glass/tokenize/byte_level_bpe.hpp"
+#include "glass/tokenize/bpe_train.hpp"
+// ...and the files vocabularies come in.
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/formats/tiktoken_loader.hpp"
+#include "glass/formats/hf_loader.hpp"
+#include "glass/formats/gguf.hpp"
+#include "glass/formats/gguf_vocab.hpp"
+#include "glass/formats/bpe_train_file.hpp"
+
+// 2.-6. The forward pass, stage by stage, then assembled.
 #include "glass/embedding.hpp"      // 2. ids -> vectors
 #include "glass/rope.hpp"           // 3. position
+#include "glass/rmsnorm.hpp"        // 4. (normalization before attention and the MLP)
+#include "glass/softmax.hpp"        // 4. scores -> weights
 #include "glass/attention.hpp"      // 4. attention
 #include "glass/mlp.hpp"            // 5. MLP
-#include "glass/kv_cache.hpp"       // 6/8. the cache prefill fills and decode extends
-#include "glass/transformer.hpp"    // 4–8. the forward pass, CpuSession
+#include "glass/kv_cache.hpp"       // 6, 8. the cache prefill fills and decode extends
+#include "glass/trace.hpp"          // (an optional window into the forward pass)
+#include "glass/session.hpp"        // the interface every backend implements
+#include "glass/transformer.hpp"    // 4-6, 8. the forward pass, CpuSession
+
+// 7.-9. From logits to text, and what it costs.
 #include "glass/sampling.hpp"       // 7. logits -> token
 #include "glass/streaming.hpp"      // 8. text out, whole characters only
-#include "glass/generate.hpp"       // 6–8. the loop
 #include "glass/metrics.hpp"        // 9. TTFT, TPOT, bandwidth bound
+#include "glass/generate.hpp"       // 6-8. the loop: prefill once, decode until done
+
+// The fast CPU path: the same Session, with packed weights, AVX-512 and threads.
+#include "glass/fast/thread_pool.hpp"
+#include "glass/fast/buffer.hpp"
+#include "glass/fast/packed_weights.hpp"
+#include "glass/fast/kernels_portable.hpp"
+#include "glass/fast/kernels_avx512.hpp"
+#include "glass/fast/kernels.hpp"
+#include "glass/fast/token_tiles.hpp"
+#include "glass/fast/fast_session.hpp"
+#include "glass/fast/benchmark.hpp"
+#include "glass/fast/random_model.hpp"

@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/kv_cache.hpp — journey step 6/8: remember every position's keys and values.
-/// \verbatim
+/// ```text
 /// Layout: [layer][position, kv_head, head_dim] — per layer one [seq_len, kv_dim] matrix for K and
 /// one for V, allocated once for the whole context window. Row p holds position p.
 ///
@@ -10,7 +10,7 @@
 /// and shift RoPE), then attends over rows 0..length.
 ///
 /// Size: 2 (K and V) · n_layers · n_kv_heads · head_dim · bytes per value, per token (C8, C9).
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <vector>

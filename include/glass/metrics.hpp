@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/metrics.hpp — journey step 9: why it is fast or slow, in numbers.
-/// \verbatim
+/// ```text
 /// Two phases, two bottlenecks:
 ///   prefill processes n_prompt positions per weight read: compute-bound (matrix–matrix).
 ///   decode processes one position per weight read: every weight byte crosses the memory bus
@@ -10,7 +10,7 @@
 ///   TPOT (time per output token, a.k.a. inter-token latency) = mean gap between later tokens.
 ///   latency = TTFT + (n_out - 1) · TPOT                                      (C10)
 /// KV cache per token = 2 (K,V) · layers · KV heads · head_dim · bytes per value   (C8, C9).
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <algorithm>

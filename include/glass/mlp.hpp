@@ -1,12 +1,12 @@
 /// \file
 /// \brief glass/mlp.hpp — journey step 5: the per-position feed-forward half of each layer.
-/// \verbatim
+/// ```text
 /// In:  x [n_tokens, dim] (already RMS-normalized); W1, W3 [hidden, dim]; W2 [dim, hidden].
 /// Out: [n_tokens, dim]  =  ( silu(x W1ᵀ) ⊙ (x W3ᵀ) ) W2ᵀ
 ///
 /// SwiGLU: W1 makes a "gate", W3 a candidate value; silu(g) = g·σ(g) decides how much of each
 /// hidden unit passes; W2 projects back to the residual width. Positions do not interact here.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cmath>

@@ -1,12 +1,12 @@
 /// \file
 /// \brief glass/rmsnorm.hpp — the normalization before attention, before the MLP, and at the end.
-/// \verbatim
+/// ```text
 /// In:  x [n_tokens, dim]; a learned gain g [dim].
 /// Out: y [n_tokens, dim], each row y = g ⊙ x / sqrt(mean(x²) + eps).
 ///
 /// Llama-family models use RMSNorm: like LayerNorm without subtracting the mean or adding a bias.
 /// It keeps the residual stream's scale under control as layers add to it.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cmath>

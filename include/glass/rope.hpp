@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/rope.hpp — journey step 3: tell attention where each token sits.
-/// \verbatim
+/// ```text
 /// In:  q or k rows [n_tokens, n_heads * head_dim], the position of row 0 (start_pos).
 /// Out: the same rows, rotated in place.
 ///
@@ -14,7 +14,7 @@
 ///   half_split:     (i, i + head_dim/2) — Hugging Face "rotate_half"
 /// HF converters permute the rows of W_Q and W_K so the two give identical attention.
 /// permute_rows_half_split_to_adjacent() undoes that permutation; tests check both paths agree.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cmath>

@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/sampling.hpp — journey step 7: logits -> the next token.
-/// \verbatim
+/// ```text
 /// In:  logits [vocab] (one score per token, any real numbers); sampling parameters; a seeded RNG.
 /// Out: one token id.
 ///
@@ -17,7 +17,7 @@
 /// With only temperature and top-p set, this reproduces llama2.c's sampler draw for draw
 /// (its xorshift64* generator, its fp32 softmax, its nucleus rule with the (1-p)/(n-1) cutoff
 /// and stable descending sort), so a seed gives the same story as run.c.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <algorithm>

@@ -1,10 +1,10 @@
 /// \file
 /// \brief glass/session.hpp — the interface the generate loop drives, whatever computes the model.
-/// \verbatim
+/// ```text
 /// A Session is one sequence being generated: a model plus its KV cache, on some backend.
 /// The CPU reference (transformer.hpp, CpuSession) implements it; a GPU backend implements the
 /// same calls, so sampling, stopping, streaming and metrics (generate.hpp) are written once.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/softmax.hpp — turn scores into probabilities (used by attention and by sampling).
-/// \verbatim
+/// ```text
 /// In:  scores [n] (some may be -inf: masked out).
 /// Out: probabilities [n], each in [0, 1], summing to 1.
 ///
@@ -8,7 +8,7 @@
 /// mathematically but keeps exp() from overflowing (exp(89) is already inf in fp32). A row with no
 /// finite entry at all has no meaningful distribution; callers never produce one (the causal mask
 /// always leaves position 0 visible), and we refuse it rather than return NaN.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cmath>

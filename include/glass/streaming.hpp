@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/streaming.hpp — journey step 8, the visible part: text appears token by token.
-/// \verbatim
+/// ```text
 /// In:  the bytes each new token decodes to (a token may end in the middle of a UTF-8 character:
 ///      byte-fallback tokens carry one byte each, so "é" can arrive as two tokens).
 /// Out: text that is always whole, valid UTF-8 — never half a character.
@@ -10,7 +10,7 @@
 /// sequence cut short by something else) become U+FFFD "�", as browsers and Python do.
 /// StopStringFilter holds back text that might be the beginning of a stop string, so a stop
 /// string is never shown, not even partly.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <algorithm>

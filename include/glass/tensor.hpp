@@ -1,10 +1,10 @@
 /// \file
 /// \brief glass/tensor.hpp — the few matrix types the CPU reference is written with.
-/// \verbatim
+/// ```text
 /// Everything is fp32 and row-major, like the checkpoint on disk: a weight W stored as [out, in]
 /// computes y = W x, and a block of activations is [n_tokens, width], one row per position.
 /// Eigen (3.4) supplies the products; Map types let us view mmap'd weights without copying.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <Eigen/Core>

@@ -1,22 +1,26 @@
 /// \file
 /// \brief glass/tokenizer.hpp — journey step 1: text -> pieces -> integer ids, and back.
-/// \verbatim
+/// ```text
 /// In:  text (any bytes).
 /// Out: token ids [n_tokens]; decoding maps ids back to bytes.
 ///
-/// One interface, several vocabulary families, each in its own header:
-///   sentencepiece_bpe.hpp  SentencePiece-style BPE over characters with byte fallback:
-///                          llama2.c's tokenizer.bin (Llama2cTokenizer), Llama 2, TinyLlama.
-///   byte_level_bpe.hpp     byte-level BPE: GPT-2, tiktoken (cl100k, o200k), Llama 3, Qwen.
-///     pretokenize.hpp        the regex split into words (PCRE2)
-///     byte_level.hpp         GPT-2's printable stand-ins for bytes
-///     normalize.hpp          NFC
-///     tiktoken_loader.hpp    .tiktoken rank files, GPT-2 encoder.json + vocab.bpe
-///     hf_loader.hpp          Hugging Face tokenizer.json (both families)
-///   bpe_merge.hpp          the merge loop both families share (rank = -score for SentencePiece)
-///   special_tokens.hpp     "<|endoftext|>" & co. written in text
+/// One interface, two families of vocabularies (tokenize/), read from many file formats (formats/):
+///   tokenize/sentencepiece_bpe.hpp  SentencePiece-style BPE over characters, byte fallback:
+///                                   Llama 2, TinyLlama, llama2.c's models
+///   tokenize/byte_level_bpe.hpp     byte-level BPE: GPT-2, tiktoken (cl100k, o200k), Llama 3, Qwen
+///     tokenize/pretokenize.hpp        the regex split into words (PCRE2)
+///     tokenize/byte_level.hpp         GPT-2's printable stand-ins for bytes
+///     tokenize/normalize.hpp          NFC
+///   tokenize/bpe_merge.hpp          the merge loop both families share (rank = -score for SentencePiece)
+///   tokenize/special_tokens.hpp     "<|endoftext|>" & co. written in text
+///   tokenize/bpe_train.hpp          where a vocabulary comes from: BPE training
+///   formats/llama2c_tokenizer.hpp   llama2.c's tokenizer.bin (Llama2cTokenizer)
+///   formats/tiktoken_loader.hpp     .tiktoken rank files, GPT-2 encoder.json + vocab.bpe
+///   formats/hf_loader.hpp           Hugging Face tokenizer.json (both families)
+///   formats/gguf.hpp, gguf_vocab.hpp  llama.cpp's GGUF files and the vocabularies inside them
+///   formats/bpe_train_file.hpp      a trained vocabulary saved as a .tiktoken file
 /// The generate loop only sees the Tokenizer interface below, so it takes any of them.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <string>
@@ -49,5 +53,6 @@ public:
 
 }  // namespace glass
 
-// The llama2.c vocabulary every existing caller uses (Llama2cTokenizer) lives here:
-#include "glass/sentencepiece_bpe.hpp"
+// The shipped model's vocabulary (Llama2cTokenizer), so that this header alone is enough to
+// tokenize for it. (Included last: it builds on the Tokenizer interface above.)
+#include "glass/formats/llama2c_tokenizer.hpp"

@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/trace.hpp — an optional window into the forward pass, for explaining it (glass explain).
-/// \verbatim
+/// ```text
 /// transformer_forward(model, cache, ids, &trace) fills a ForwardTrace with what each layer saw for
 /// the n positions it computed (start_pos .. start_pos+n-1). Passing no trace (the default) costs
 /// nothing and changes nothing: the numbers below are copies taken on the way, never inputs.
@@ -11,7 +11,7 @@
 ///                                                        position are 0 (the causal mask)
 ///   residual_norm_after_attention   [n]  ‖x‖₂ of each row once the attention output is added
 ///   residual_norm_after_mlp         [n]  ‖x‖₂ of each row once the MLP output is added
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <vector>

@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/transformer.hpp — journey steps 4–8 assembled: the model forward pass.
-/// \verbatim
+/// ```text
 /// In:  n new token ids, at positions start_pos .. start_pos+n-1 (start_pos = what the KV cache
 ///      already holds).
 /// Out: logits [vocab] for the last of those positions; the cache now also holds their K/V.
@@ -19,7 +19,7 @@
 /// Prefill calls this once with the whole prompt: each weight is used in one matrix–matrix
 /// product over [n_prompt, dim], and attention covers the whole causal block. Decode calls it
 /// with one id: every product becomes matrix–vector, and attention reads the cache.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cmath>

@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/fast/benchmark.hpp — measure the two phases, and the two ceilings they run into.
-/// \verbatim
+/// ```text
 /// Journey step 9 in numbers:
 ///   decode  reads every weight once per token: achieved bandwidth = weight bytes × tokens/s,
 ///           compared with read_bandwidth_probe() (summing a 1 GiB buffer: the best a loop that
@@ -8,7 +8,7 @@
 ///   prefill does 2 FLOPs per weight per prompt token (+ attention): achieved FLOP/s compared
 ///           with fma_peak_probe() (independent fused multiply-adds, nothing else).
 /// Every figure is a median of several runs, with the range, because a shared VM is noisy.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <algorithm>

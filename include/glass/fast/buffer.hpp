@@ -1,11 +1,11 @@
 /// \file
 /// \brief glass/fast/buffer.hpp — one big, aligned, zeroed block of memory for packed weights.
-/// \verbatim
+/// ```text
 /// Why not std::vector: decode streams gigabytes sequentially, and the hardware prefetcher stops
 /// at every 4 KiB page boundary while a TLB miss costs a page walk. Asking the kernel for 2 MiB
 /// "huge" pages (madvise MADV_HUGEPAGE; Linux defaults to madvise-only here) cuts page crossings
 /// 512-fold. The read-bandwidth probe allocates its buffer the same way, so the comparison is fair.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <sys/mman.h>

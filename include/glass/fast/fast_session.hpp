@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/fast/fast_session.hpp — the same forward pass as transformer.hpp, built for speed.
-/// \verbatim
+/// ```text
 /// In/out: exactly CpuSession's (session.hpp): ids in, logits [vocab] of the last position out,
 /// the KV cache extended. Tests check the two agree (fp32: relative error ≤ 1e-5 on logits).
 ///
@@ -30,7 +30,7 @@
 ///              x += att Woᵀ; xn = rmsnorm(x); h = silu(xn W1ᵀ) ⊙ (xn W3ᵀ)  [n, hidden];
 ///              x += h W2ᵀ
 ///   logits = rmsnorm(x[last]) Wclsᵀ                            [vocab]
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cmath>

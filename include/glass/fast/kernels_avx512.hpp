@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/fast/kernels_avx512.hpp — the inner loops, written for AVX-512 (16 fp32 lanes).
-/// \verbatim
+/// ```text
 /// Every function here has a plain twin in kernels_portable.hpp with the same meaning; the
 /// session picks one set at run time (__builtin_cpu_supports), so the build never needs
 /// -march=native and still runs on a CPU without AVX-512. `target` attributes let one file hold
@@ -11,7 +11,7 @@
 /// cycle (two 256-bit); FMA latency 4 cycles, so ≥ 4 independent accumulators keep it busy.
 /// Zen 5 (what the bench VM now reports: family 26) has two 512-bit FMA pipes, ≈ 265 GFLOP/s
 /// per core: ≥ 8 independent accumulators, and the prefill tile's 24 are still enough.
-/// \endverbatim
+/// ```
 #pragma once
 
 #if defined(__x86_64__)

@@ -1,9 +1,9 @@
 /// \file
 /// \brief glass/fast/kernels_portable.hpp — the same kernels as kernels_avx512.hpp, as plain loops.
-/// \verbatim
+/// ```text
 /// Used on CPUs without AVX-512 (and by the tests, to check the AVX-512 versions against).
 /// They read the packed layout through PackedMatrix::at(), so they are slow but obviously right.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cmath>

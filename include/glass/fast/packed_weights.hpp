@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/fast/packed_weights.hpp — weights reordered (and optionally shrunk) once, for speed.
-/// \verbatim
+/// ```text
 /// In:  one fp32 weight matrix W [rows = out, cols = in] as stored in the checkpoint.
 /// Out: the same numbers in "panels" of 32 rows, in fp32, fp16, bf16 or Q8_0 (int8).
 ///
@@ -24,7 +24,7 @@
 ///
 /// Q8_0 panel layout: per block of 32 inputs, 64 bytes of scales (fp16[32], one per row) then
 /// 1024 bytes of int8 [32 inputs][32 rows]: one contiguous 1088-byte stream per panel.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <algorithm>

@@ -1,12 +1,12 @@
 /// \file
 /// \brief glass/fast/random_model.hpp — checkpoints of real model shapes filled with random weights.
-/// \verbatim
+/// ```text
 /// Speed depends on shapes, not on what the weights say, so the benchmarks use llama2.c-format
 /// files with the shapes of stories15M, stories110M and TinyLlama-1.1B without downloading them.
 /// Weights are uniform with standard deviation 1/√fan_in (so each product keeps the activation
 /// scale), norm gains are 1, embeddings have std 0.5/√dim: every activation and logit stays a
 /// modest finite number through any number of layers (the residual stream grows like √layers).
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cmath>

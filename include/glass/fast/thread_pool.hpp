@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/fast/thread_pool.hpp — a few threads that stay alive and share out one loop's items.
-/// \verbatim
+/// ```text
 /// Why a pool: decode runs ~7 matrix–vector products per layer (154 per token on a 22-layer
 /// model). Starting threads for each would cost ~20–50 µs apiece; waking a worker that is still
 /// spinning costs well under 1 µs. So the threads are made once, with the session.
@@ -20,7 +20,7 @@
 /// count in a separate variable is not enough: a late worker could pair the old job's counter
 /// with the new job's count, claim an item that does not exist, and throw off the count of
 /// finished items, so run() would wait forever. The tests caught exactly that under load.)
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <sched.h>

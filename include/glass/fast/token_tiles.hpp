@@ -1,6 +1,6 @@
 /// \file
 /// \brief glass/fast/token_tiles.hpp — prefill inputs regrouped into tiles of ≤ 12 tokens.
-/// \verbatim
+/// ```text
 /// In:  X [n tokens][cols] (row stride ldx), the input of a prefill matrix product.
 /// Out: the same numbers, token tile by token tile; tile i holds tokens [t0, t1) stored
 ///      input-major, [cols][t1 − t0], starting at xp + t0·cols (so the whole is n·cols floats).
@@ -16,7 +16,7 @@
 ///
 /// Tiles are of nearly equal size (64 tokens → 10,11,11,10,11,11, not 12,12,12,12,12,4): a
 /// tile of m tokens runs 2m independent FMA chains, and two FMA pipes × 4-cycle latency need 8.
-/// \endverbatim
+/// ```
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,180 @@
+/// \file
+/// \brief glass/formats/gguf.hpp — reading the metadata of a GGUF file (llama.cpp's model format).
+/// ```text
+/// In:  a .gguf file (version 2 or 3), e.g. llama.cpp's vocab-only files.
+/// Out: its key/value metadata: "tokenizer.ggml.model" = "gpt2", "tokenizer.ggml.tokens" = [...].
+///
+/// Layout (little-endian):
+///   "GGUF" magic, uint32 version, uint64 tensor_count, uint64 metadata_kv_count
+///   metadata_kv_count × { string key, uint32 type, value }
+///     string = uint64 length + bytes;  array = uint32 element type + uint64 count + elements
+///     types: 0 u8, 1 i8, 2 u16, 3 i16, 4 u32, 5 i32, 6 f32, 7 bool, 8 string, 9 array,
+///            10 u64, 11 i64, 12 f64
+///   then tensor descriptions and data (not read here: glass only needs the vocabulary).
+/// The file is untrusted: every length and count is checked against the bytes that remain, so a
+/// corrupted count cannot trigger a huge allocation.
+/// ```
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "glass/errors.hpp"
+
+namespace glass {
+
+// One metadata value. Integers of every width become int64 (u64 above INT64_MAX is refused),
+// floats become double; arrays keep only what vocabularies use (strings, numbers).
+struct GgufValue {
+    std::variant<std::int64_t, double, bool, std::string, std::vector<std::string>,
+                 std::vector<std::int64_t>, std::vector<double>>
+        value;
+};
+
+struct GgufFile {
+    std::uint32_t version = 0;
+    std::uint64_t tensor_count = 0;
+    std::map<std::string, GgufValue> metadata;
+
+    bool has(const std::string& key) const { return metadata.count(key) > 0; }
+
+    template <typename T>
+    const T& get(const std::string& key) const {
+        auto it = metadata.find(key);
+        if (it == metadata.end()) fail("GGUF: missing metadata key '", key, "'");
+        const T* v = std::get_if<T>(&it->second.value);
+        if (!v) fail("GGUF: metadata key '", key, "' has an unexpected type");
+        return *v;
+    }
+    std::int64_t get_int(const std::string& key, std::int64_t fallback) const {
+        return has(key) ? get<std::int64_t>(key) : fallback;
+    }
+    bool get_bool(const std::string& key, bool fallback) const {
+        return has(key) ? get<bool>(key) : fallback;
+    }
+    std::string get_string(const std::string& key, const std::string& fallback) const {
+        return has(key) ? get<std::string>(key) : fallback;
+    }
+};
+
+namespace detail {
+
+class GgufReader {
+public:
+    explicit GgufReader(const std::vector<char>& bytes) : bytes_(bytes) {}
+
+    template <typename T>
+    T scalar() {
+        need(sizeof(T), "a number");
+        T v;
+        std::memcpy(&v, bytes_.data() + at_, sizeof(T));
+        at_ += sizeof(T);
+        return v;
+    }
+
+    std::string string() {
+        const std::uint64_t n = scalar<std::uint64_t>();
+        need(n, "a string");
+        std::string s(bytes_.data() + at_, static_cast<size_t>(n));
+        at_ += static_cast<size_t>(n);
+        return s;
+    }
+
+    GgufValue value(std::uint32_t type) {
+        switch (type) {
+            case 0: return {std::int64_t{scalar<std::uint8_t>()}};
+            case 1: return {std::int64_t{scalar<std::int8_t>()}};
+            case 2: return {std::int64_t{scalar<std::uint16_t>()}};
+            case 3: return {std::int64_t{scalar<std::int16_t>()}};
+            case 4: return {std::int64_t{scalar<std::uint32_t>()}};
+            case 5: return {std::int64_t{scalar<std::int32_t>()}};
+            case 6: return {double{scalar<float>()}};
+            case 7: return {scalar<std::uint8_t>() != 0};
+            case 8: return {string()};
+            case 9: return array();
+            case 10: {
+                const std::uint64_t v = scalar<std::uint64_t>();
+                if (v > static_cast<std::uint64_t>(INT64_MAX)) fail("GGUF: uint64 value ", v, " too large");
+                return {static_cast<std::int64_t>(v)};
+            }
+            case 11: return {scalar<std::int64_t>()};
+            case 12: return {scalar<double>()};
+            default: fail("GGUF: unknown value type ", type, " at byte ", at_);
+        }
+    }
+
+    size_t position() const { return at_; }
+
+private:
+    // Each element takes at least one byte, so a count larger than the remaining bytes is a lie.
+    GgufValue array() {
+        const std::uint32_t type = scalar<std::uint32_t>();
+        const std::uint64_t n = scalar<std::uint64_t>();
+        if (n > bytes_.size() - at_) fail("GGUF: array of ", n, " elements at byte ", at_, " exceeds the file");
+        if (type == 8) {
+            std::vector<std::string> out;
+            out.reserve(static_cast<size_t>(n));
+            for (std::uint64_t i = 0; i < n; ++i) out.push_back(string());
+            return {std::move(out)};
+        }
+        if (type == 6 || type == 12) {
+            std::vector<double> out;
+            out.reserve(static_cast<size_t>(n));
+            for (std::uint64_t i = 0; i < n; ++i) out.push_back(std::get<double>(value(type).value));
+            return {std::move(out)};
+        }
+        if (type == 9 || type == 8 || type > 12) fail("GGUF: arrays of type ", type, " are not supported");
+        std::vector<std::int64_t> out;
+        out.reserve(static_cast<size_t>(n));
+        for (std::uint64_t i = 0; i < n; ++i) {
+            GgufValue v = value(type);
+            if (auto* b = std::get_if<bool>(&v.value)) out.push_back(*b ? 1 : 0);
+            else out.push_back(std::get<std::int64_t>(v.value));
+        }
+        return {std::move(out)};
+    }
+
+    void need(std::uint64_t n, const char* what) const {
+        if (n > bytes_.size() - at_)
+            fail("GGUF: file ends inside ", what, " at byte ", at_, " (", n, " bytes needed, ",
+                 bytes_.size() - at_, " left)");
+    }
+
+    const std::vector<char>& bytes_;
+    size_t at_ = 0;
+};
+
+}  // namespace detail
+
+inline GgufFile read_gguf_metadata(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot open GGUF file '", path, "'");
+    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    try {
+        detail::GgufReader r(bytes);
+        if (bytes.size() < 4 || std::memcmp(bytes.data(), "GGUF", 4) != 0) fail("not a GGUF file (no 'GGUF' magic)");
+        r.scalar<std::uint32_t>();
+        GgufFile f;
+        f.version = r.scalar<std::uint32_t>();
+        if (f.version < 2 || f.version > 3) fail("GGUF version ", f.version, " is not supported (2 or 3)");
+        f.tensor_count = r.scalar<std::uint64_t>();
+        const std::uint64_t n_kv = r.scalar<std::uint64_t>();
+        if (n_kv > bytes.size()) fail("metadata count ", n_kv, " exceeds the file size");
+        for (std::uint64_t i = 0; i < n_kv; ++i) {
+            std::string key = r.string();
+            const std::uint32_t type = r.scalar<std::uint32_t>();
+            f.metadata[key] = r.value(type);
+        }
+        return f;
+    } catch (const Error& e) {
+        fail("GGUF file '", path, "': ", e.what());
+    }
+}
+
+}  // namespace glass

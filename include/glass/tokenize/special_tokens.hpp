@@ -1,0 +1,59 @@
+/// \file
+/// \brief glass/tokenize/special_tokens.hpp — finding special tokens ("<|endoftext|>", "<s>") written in text.
+/// ```text
+/// In:  text, and the special tokens of a vocabulary (text + id).
+/// Out: the text cut into ordinary stretches and special tokens, left to right.
+///
+/// Only encode_with_specials uses this (Hugging Face's encode; a chat template). Plain encode()
+/// treats such text as ordinary characters, so user text can never smuggle in a control token.
+/// Rule (Hugging Face's added-token matcher): scanning left to right, at each position the
+/// LONGEST special token that starts there wins; the scan resumes after it.
+/// ```
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace glass {
+
+struct SpecialToken {
+    std::string text;
+    int id;
+};
+
+class SpecialMatcher {
+public:
+    SpecialMatcher() = default;
+    explicit SpecialMatcher(const std::vector<SpecialToken>& specials) {
+        for (const SpecialToken& s : specials)
+            if (!s.text.empty()) by_first_byte_[static_cast<unsigned char>(s.text[0])].push_back(s);
+    }
+
+    // Calls ordinary(text_view) for each stretch between special tokens (possibly empty) and
+    // special(id) for each special token, in text order.
+    template <typename Ordinary, typename Special>
+    void split(std::string_view text, const Ordinary& ordinary, const Special& special) const {
+        size_t ordinary_from = 0, i = 0;
+        while (i < text.size()) {
+            const SpecialToken* best = nullptr;
+            for (const SpecialToken& s : by_first_byte_[static_cast<unsigned char>(text[i])])
+                if (text.substr(i, s.text.size()) == s.text && (!best || s.text.size() > best->text.size()))
+                    best = &s;
+            if (!best) {
+                ++i;
+                continue;
+            }
+            ordinary(text.substr(ordinary_from, i - ordinary_from));
+            special(best->id);
+            i += best->text.size();
+            ordinary_from = i;
+        }
+        ordinary(text.substr(ordinary_from));
+    }
+
+private:
+    std::vector<SpecialToken> by_first_byte_[256];  // candidates by their first byte
+};
+
+}  // namespace glass
