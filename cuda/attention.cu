@@ -1,20 +1,22 @@
-// cuda/attention.cu — journey step 4 on the GPU (see glass/attention.hpp for the maths).
-//
-// In:  q [n_q, n_heads * head_dim] (rotated), row i at position start_pos + i;
-//      keys, values [n_k, n_kv_heads * head_dim], n_k = start_pos + n_q (the cache rows so far).
-// Out: out [n_q, n_heads * head_dim], each head's softmax-weighted sum of values.
-// Query head h reads KV head g = h / (n_heads / n_kv_heads) (GQA: consecutive heads share).
-//
-// Naive (any n_q; prefill): three kernels, the textbook steps made visible —
-//   1. scores [n_heads, n_q, n_k] = Q_h K_gᵀ · scale, with -inf where key j > start_pos + i
-//   2. softmax over each row (softmax.cu)
-//   3. out = weights · V_g, one thread per output number
-// Its scores matrix is n_heads · n_q · n_k floats: 512 MB for 32 heads over 2,048 positions, which
-// is why fused "flash" attention exists; this is the version to read first.
-//
-// Decode (n_q = 1, the newest position sees every cached key): one block per query head does all
-// three steps, its scores in a [n_heads, n_k] scratch row: threads split the keys for scores and
-// the softmax reductions, then split head_dim for the weighted sum (coalesced reads of V rows).
+/// \file
+/// \brief cuda/attention.cu — journey step 4 on the GPU (see glass/attention.hpp for the maths).
+/// ```text
+/// In:  q [n_q, n_heads * head_dim] (rotated), row i at position start_pos + i;
+///      keys, values [n_k, n_kv_heads * head_dim], n_k = start_pos + n_q (the cache rows so far).
+/// Out: out [n_q, n_heads * head_dim], each head's softmax-weighted sum of values.
+/// Query head h reads KV head g = h / (n_heads / n_kv_heads) (GQA: consecutive heads share).
+///
+/// Naive (any n_q; prefill): three kernels, the textbook steps made visible —
+///   1. scores [n_heads, n_q, n_k] = Q_h K_gᵀ · scale, with -inf where key j > start_pos + i
+///   2. softmax over each row (softmax.cu)
+///   3. out = weights · V_g, one thread per output number
+/// Its scores matrix is n_heads · n_q · n_k floats: 512 MB for 32 heads over 2,048 positions, which
+/// is why fused "flash" attention exists; this is the version to read first.
+///
+/// Decode (n_q = 1, the newest position sees every cached key): one block per query head does all
+/// three steps, its scores in a [n_heads, n_k] scratch row: threads split the keys for scores and
+/// the softmax reductions, then split head_dim for the weighted sum (coalesced reads of V rows).
+/// ```
 #include "common.cuh"
 
 namespace glass::cuda {

@@ -1,5 +1,6 @@
-// cuda/common.cuh — what every .cu file shares: checked CUDA calls and launches, bounds-checked
-// indexing helpers, weight loads for fp32/fp16/bf16, and block-wide reductions.
+/// \file
+/// \brief cuda/common.cuh — what every .cu file shares: checked CUDA calls and launches,
+/// bounds-checked indexing helpers, weight loads for fp32/fp16/bf16, and block-wide reductions.
 #pragma once
 
 #include <cuda_bf16.h>

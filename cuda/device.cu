@@ -1,5 +1,6 @@
-// cuda/device.cu — the GPU itself: is there one, its memory, checked launches, fp16/bf16
-// conversion, and the copy bandwidth every decode speed is compared with.
+/// \file
+/// \brief cuda/device.cu — the GPU itself: is there one, its memory, checked launches, fp16/bf16
+/// conversion, and the copy bandwidth every decode speed is compared with.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>

@@ -1,10 +1,12 @@
-// cuda/embedding.cu — journey step 2 on the GPU: ids -> rows of the embedding table.
-//
-// In:  ids [n_tokens] (device), table [vocab, dim] (fp32, fp16 or bf16).
-// Out: out [n_tokens, dim] fp32, row t = table row ids[t].
-//
-// One thread per output element. A gather, no arithmetic: with f16/bf16 storage the row is
-// widened to fp32 exactly (every f16/bf16 value is an fp32 value).
+/// \file
+/// \brief cuda/embedding.cu — journey step 2 on the GPU: ids → rows of the embedding table.
+/// ```text
+/// In:  ids [n_tokens] (device), table [vocab, dim] (fp32, fp16 or bf16).
+/// Out: out [n_tokens, dim] fp32, row t = table row ids[t].
+///
+/// One thread per output element. A gather, no arithmetic: with f16/bf16 storage the row is
+/// widened to fp32 exactly (every f16/bf16 value is an fp32 value).
+/// ```
 #include "common.cuh"
 
 namespace glass::cuda {

@@ -1,24 +1,26 @@
-// cuda/glass_cuda.hpp — the CUDA twin of every stage, as plain C++ declarations.
-//
-// Everything here is callable from g++-compiled code: no CUDA types appear. Pointers named d_* or
-// documented as "device" point into GPU memory; every shape is written out as in the CPU headers
-// (include/glass/*.hpp), which remain the definition of what each function computes:
-//
-//   CPU reference (include/glass)        CUDA twin (cuda/)
-//   embed_tokens        embedding.hpp    embedding()                       embedding.cu
-//   rmsnorm             rmsnorm.hpp      rmsnorm_naive(), rmsnorm()        rmsnorm.cu
-//   apply_rope          rope.hpp         rope()                            rope.cu
-//   x * W.transpose()   (Eigen)          matmul(kernel, ...)               matmul.cu
-//   softmax_inplace     softmax.hpp      softmax_rows_naive(), softmax_rows()   softmax.cu
-//   causal_attention    attention.hpp    attention_naive(), attention_decode()  attention.cu
-//   swiglu_mlp          mlp.hpp          swiglu(), mlp(); residual_add()   mlp.cu
-//   sample              sampling.hpp     DeviceSampler                     sampling.cu
-//   KVCache             kv_cache.hpp     DeviceKVCache, kv_write()         kv_cache.cpp, .cu
-//   CpuSession          transformer.hpp  CudaSession                       transformer.cpp
-//
-// Errors: every CUDA call and kernel launch is checked; a failure throws glass::Error naming the
-// call or kernel, the file and the line. Set GLASS_CUDA_SYNC=1 to synchronize after every launch,
-// so an asynchronous fault is reported at the kernel that caused it.
+/// \file
+/// \brief cuda/glass_cuda.hpp — the CUDA twin of every stage, as plain C++ declarations.
+/// ```text
+/// Everything here is callable from g++-compiled code: no CUDA types appear. Pointers named d_* or
+/// documented as "device" point into GPU memory; every shape is written out as in the CPU headers
+/// (include/glass/*.hpp), which remain the definition of what each function computes:
+///
+///   CPU reference (include/glass)        CUDA twin (cuda/)
+///   embed_tokens        embedding.hpp    embedding()                       embedding.cu
+///   rmsnorm             rmsnorm.hpp      rmsnorm_naive(), rmsnorm()        rmsnorm.cu
+///   apply_rope          rope.hpp         rope()                            rope.cu
+///   x * W.transpose()   (Eigen)          matmul(kernel, ...)               matmul.cu
+///   softmax_inplace     softmax.hpp      softmax_rows_naive(), softmax_rows()   softmax.cu
+///   causal_attention    attention.hpp    attention_naive(), attention_decode()  attention.cu
+///   swiglu_mlp          mlp.hpp          swiglu(), mlp(); residual_add()   mlp.cu
+///   sample              sampling.hpp     DeviceSampler                     sampling.cu
+///   KVCache             kv_cache.hpp     DeviceKVCache, kv_write()         kv_cache.cpp, .cu
+///   CpuSession          transformer.hpp  CudaSession                       transformer.cpp
+///
+/// Errors: every CUDA call and kernel launch is checked; a failure throws glass::Error naming the
+/// call or kernel, the file and the line. Set GLASS_CUDA_SYNC=1 to synchronize after every launch,
+/// so an asynchronous fault is reported at the kernel that caused it.
+/// ```
 #pragma once
 
 #include <cstddef>

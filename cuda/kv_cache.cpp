@@ -1,9 +1,11 @@
-// cuda/kv_cache.cpp — journey step 6/8 on the GPU: the KV cache in device memory.
-//
-// Layout as glass::KVCache (kv_cache.hpp): [layer][position, kv_head, head_dim], fp32. K and V are
-// each one allocation of n_layers · seq_len · kv_dim floats, made once; layer l starts at
-// l · seq_len · kv_dim. Only the bookkeeping (length, the write rule) lives on the host, and the
-// rule itself is glass::check_kv_write, shared with the CPU cache.
+/// \file
+/// \brief cuda/kv_cache.cpp — journey step 6/8 on the GPU: the KV cache in device memory.
+/// ```text
+/// Layout as glass::KVCache (kv_cache.hpp): [layer][position, kv_head, head_dim], fp32. K and V are
+/// each one allocation of n_layers · seq_len · kv_dim floats, made once; layer l starts at
+/// l · seq_len · kv_dim. Only the bookkeeping (length, the write rule) lives on the host, and the
+/// rule itself is glass::check_kv_write, shared with the CPU cache.
+/// ```
 #include "glass/kv_cache.hpp"
 
 #include "glass_cuda.hpp"

@@ -1,10 +1,12 @@
-// cuda/kv_cache.cu — the one kernel of the device KV cache (the class itself, host bookkeeping, is
-// in kv_cache.cpp): append n_new rows of K and V to one layer's cache.
-//
-// In:  k, v [n_new, kv_dim]; keys, values [seq_len, kv_dim] of one layer; start_pos.
-// Out: keys, values rows start_pos .. start_pos + n_new - 1.
-// A kernel rather than a cudaMemcpy: start_pos may be an IntArg read on the device, so that the
-// decode graph appends each new token's K and V at a position the host updates between replays.
+/// \file
+/// \brief cuda/kv_cache.cu — the one kernel of the device KV cache (the class itself, host
+/// bookkeeping, is in kv_cache.cpp): append n_new rows of K and V to one layer's cache.
+/// ```text
+/// In:  k, v [n_new, kv_dim]; keys, values [seq_len, kv_dim] of one layer; start_pos.
+/// Out: keys, values rows start_pos .. start_pos + n_new - 1.
+/// A kernel rather than a cudaMemcpy: start_pos may be an IntArg read on the device, so that the
+/// decode graph appends each new token's K and V at a position the host updates between replays.
+/// ```
 #include "common.cuh"
 
 namespace glass::cuda {

@@ -1,22 +1,24 @@
-// cuda/matmul.cu — the products that hold almost all of a transformer's arithmetic.
-//
-// In:  x [n, in] fp32 (one row per position); W [out, in] (fp32, fp16 or bf16, as stored in the
-//      checkpoint: y = W x).
-// Out: y [n, out] = x · Wᵀ, fp32, accumulated in fp32.
-//
-// Four ways, one answer (the harness checks each against Eigen's x * W.transpose()):
-//   naive         one thread per y[t][o]: a plain dot product over `in`. Neighbouring threads
-//                 read neighbouring *rows* of W, so loads are not coalesced: slow, but obviously
-//                 right.
-//   tiled         a block computes a 16×16 tile of y. It walks `in` in steps of 16, staging a 16×16
-//                 tile of x and one of W in shared memory, so each number fetched from global
-//                 memory is used 16 times. Prefill's matrix–matrix products.
-//   warp_per_row  one warp (32 threads) per output row o: lanes read consecutive 16-byte chunks of
-//                 W's row (coalesced), multiply by x, and a shuffle reduction sums the lanes. Decode
-//                 is a matrix–vector product that reads every weight once: this reads them at
-//                 full width. Loops over the n rows of x (meant for n <= 4).
-//   cublas        NVIDIA's cublasSgemm in plain fp32 (no TF32), fp32 weights only: the production
-//                 path for fp32.
+/// \file
+/// \brief cuda/matmul.cu — the products that hold almost all of a transformer's arithmetic.
+/// ```text
+/// In:  x [n, in] fp32 (one row per position); W [out, in] (fp32, fp16 or bf16, as stored in the
+///      checkpoint: y = W x).
+/// Out: y [n, out] = x · Wᵀ, fp32, accumulated in fp32.
+///
+/// Four ways, one answer (the harness checks each against Eigen's x * W.transpose()):
+///   naive         one thread per y[t][o]: a plain dot product over `in`. Neighbouring threads
+///                 read neighbouring *rows* of W, so loads are not coalesced: slow, but obviously
+///                 right.
+///   tiled         a block computes a 16×16 tile of y. It walks `in` in steps of 16, staging a 16×16
+///                 tile of x and one of W in shared memory, so each number fetched from global
+///                 memory is used 16 times. Prefill's matrix–matrix products.
+///   warp_per_row  one warp (32 threads) per output row o: lanes read consecutive 16-byte chunks of
+///                 W's row (coalesced), multiply by x, and a shuffle reduction sums the lanes. Decode
+///                 is a matrix–vector product that reads every weight once: this reads them at
+///                 full width. Loops over the n rows of x (meant for n <= 4).
+///   cublas        NVIDIA's cublasSgemm in plain fp32 (no TF32), fp32 weights only: the production
+///                 path for fp32.
+/// ```
 #include <cublas_v2.h>
 #include <dlfcn.h>
 

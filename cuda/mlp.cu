@@ -1,11 +1,13 @@
-// cuda/mlp.cu — journey step 5 on the GPU (see glass/mlp.hpp), and the residual add.
-//
-// mlp():    x [n_tokens, dim] -> out [n_tokens, dim] = ( silu(x W1ᵀ) ⊙ (x W3ᵀ) ) W2ᵀ
-//           three matmuls (matmul.cu) around one elementwise kernel:
-// swiglu(): gate [n] = silu(gate) ⊙ up, one thread per number, silu(g) = g · 1/(1 + e^-g) in the
-//           CPU's order of operations.
-// residual_add(): x [n] += y [n], one thread per number: the residual stream keeps each layer's
-//           input and adds what attention or the MLP computed.
+/// \file
+/// \brief cuda/mlp.cu — journey step 5 on the GPU (see glass/mlp.hpp), and the residual add.
+/// ```text
+/// mlp():    x [n_tokens, dim] -> out [n_tokens, dim] = ( silu(x W1ᵀ) ⊙ (x W3ᵀ) ) W2ᵀ
+///           three matmuls (matmul.cu) around one elementwise kernel:
+/// swiglu(): gate [n] = silu(gate) ⊙ up, one thread per number, silu(g) = g · 1/(1 + e^-g) in the
+///           CPU's order of operations.
+/// residual_add(): x [n] += y [n], one thread per number: the residual stream keeps each layer's
+///           input and adds what attention or the MLP computed.
+/// ```
 #include "common.cuh"
 
 namespace glass::cuda {

@@ -1,11 +1,13 @@
-// cuda/rmsnorm.cu — RMSNorm on the GPU (see glass/rmsnorm.hpp).
-//
-// In:  x [n_tokens, dim]; gain [dim] (fp32).
-// Out: y [n_tokens, dim], y = gain ⊙ x / sqrt(mean(x²) + eps), row by row.
-//
-// naive: one thread per row, summing in order exactly like the CPU loop (slow: one thread does
-//        a whole row). fast: one block per row; threads stride over the row, then a block-wide
-//        sum. Only the order of the additions differs from the CPU.
+/// \file
+/// \brief cuda/rmsnorm.cu — RMSNorm on the GPU (see glass/rmsnorm.hpp).
+/// ```text
+/// In:  x [n_tokens, dim]; gain [dim] (fp32).
+/// Out: y [n_tokens, dim], y = gain ⊙ x / sqrt(mean(x²) + eps), row by row.
+///
+/// naive: one thread per row, summing in order exactly like the CPU loop (slow: one thread does
+///        a whole row). fast: one block per row; threads stride over the row, then a block-wide
+///        sum. Only the order of the additions differs from the CPU.
+/// ```
 #include "common.cuh"
 
 namespace glass::cuda {

@@ -1,14 +1,16 @@
-// cuda/rope.cu — journey step 3 on the GPU: rotate q or k by position (see glass/rope.hpp).
-//
-// In:  x [n_tokens, n_heads * head_dim], row t at position start_pos + t (start_pos may be read
-//      from device memory when the kernel runs: IntArg, for the decode graph);
-//      frequencies [head_dim / 2] = glass::rope_frequency(i, head_dim, theta), made on the host.
-// Out: x rotated in place; pair i of every head turned by angle pos · frequency[i].
-//
-// One thread per (token, head, pair): it reads its two numbers, rotates, writes them back; no two
-// threads touch the same number. The angle is the same fp32 product as on the CPU (the frequency
-// table is bit-identical, being computed by the same host function); cosf/sinf are CUDA's
-// full-range versions (within 2 ulp; this file must never be built with --use_fast_math).
+/// \file
+/// \brief cuda/rope.cu — journey step 3 on the GPU: rotate q or k by position (see glass/rope.hpp).
+/// ```text
+/// In:  x [n_tokens, n_heads * head_dim], row t at position start_pos + t (start_pos may be read
+///      from device memory when the kernel runs: IntArg, for the decode graph);
+///      frequencies [head_dim / 2] = glass::rope_frequency(i, head_dim, theta), made on the host.
+/// Out: x rotated in place; pair i of every head turned by angle pos · frequency[i].
+///
+/// One thread per (token, head, pair): it reads its two numbers, rotates, writes them back; no two
+/// threads touch the same number. The angle is the same fp32 product as on the CPU (the frequency
+/// table is bit-identical, being computed by the same host function); cosf/sinf are CUDA's
+/// full-range versions (within 2 ulp; this file must never be built with --use_fast_math).
+/// ```
 #include <vector>
 
 #include "common.cuh"

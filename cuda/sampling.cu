@@ -1,29 +1,31 @@
-// cuda/sampling.cu — journey step 7 on the GPU: logits -> the next token (see glass/sampling.hpp).
-//
-// In:  logits [vocab] on the device; SamplingParams; the host's Llama2cRng.
-// Out: one token id (copied back: 4 bytes).
-//
-//   greedy (temperature 0)  argmax_kernel: one block, lowest id on a tie.
-//   otherwise               probabilities_kernel: one block; p = softmax(logits / T) with the
-//                           CPU's operations (divide, subtract max, exp, sum, divide). The sum is
-//                           the CPU's too: one thread adds in id order. (A tree sum is more
-//                           accurate, but the CPU's sequential fp32 sum over 32,000 terms is off by
-//                           a few parts per million, which shifts every cdf boundary: emulating
-//                           both orders on the CPU, up to 3% of draws landed on a different token
-//                           at vocab 32,000, up to 60% at 128,256.) exp is taken in double and
-//                           rounded once: the correctly rounded expf, which glibc's expf also
-//                           returns for all but a tiny fraction of inputs; CUDA's expf is up to
-//                           2 ulp off. So the probabilities are, nearly always, the host's bits.
-//                           The coin: rng.next_f32() on the host, exactly one draw, as the CPU.
-//     no truncation         draw_in_id_order_kernel: walk the cdf in id order.
-//     top-k/min-p/top-p     cub's stable radix sort, largest first (equal probabilities keep id
-//                           order, like std::stable_sort), then truncate_and_draw_kernel.
-// The walks are single-thread kernels that repeat the CPU's loops line for line (the same fp32
-// additions in the same order over the same sorted list), so the CPU and the GPU differ only where
-// an exp rounds differently (rare), and then by one bit. The one-thread loops cost O(vocab) serial
-// steps (tens of microseconds at 32,000), the price of matching the host draw for draw. The
-// generate loop samples on the host from the logits a Session returns; this sampler is the device
-// twin, checked by the harness, for a loop that never leaves the GPU.
+/// \file
+/// \brief cuda/sampling.cu — journey step 7 on the GPU: logits → the next token (see glass/sampling.hpp).
+/// ```text
+/// In:  logits [vocab] on the device; SamplingParams; the host's Llama2cRng.
+/// Out: one token id (copied back: 4 bytes).
+///
+///   greedy (temperature 0)  argmax_kernel: one block, lowest id on a tie.
+///   otherwise               probabilities_kernel: one block; p = softmax(logits / T) with the
+///                           CPU's operations (divide, subtract max, exp, sum, divide). The sum is
+///                           the CPU's too: one thread adds in id order. (A tree sum is more
+///                           accurate, but the CPU's sequential fp32 sum over 32,000 terms is off by
+///                           a few parts per million, which shifts every cdf boundary: emulating
+///                           both orders on the CPU, up to 3% of draws landed on a different token
+///                           at vocab 32,000, up to 60% at 128,256.) exp is taken in double and
+///                           rounded once: the correctly rounded expf, which glibc's expf also
+///                           returns for all but a tiny fraction of inputs; CUDA's expf is up to
+///                           2 ulp off. So the probabilities are, nearly always, the host's bits.
+///                           The coin: rng.next_f32() on the host, exactly one draw, as the CPU.
+///     no truncation         draw_in_id_order_kernel: walk the cdf in id order.
+///     top-k/min-p/top-p     cub's stable radix sort, largest first (equal probabilities keep id
+///                           order, like std::stable_sort), then truncate_and_draw_kernel.
+/// The walks are single-thread kernels that repeat the CPU's loops line for line (the same fp32
+/// additions in the same order over the same sorted list), so the CPU and the GPU differ only where
+/// an exp rounds differently (rare), and then by one bit. The one-thread loops cost O(vocab) serial
+/// steps (tens of microseconds at 32,000), the price of matching the host draw for draw. The
+/// generate loop samples on the host from the logits a Session returns; this sampler is the device
+/// twin, checked by the harness, for a loop that never leaves the GPU.
+/// ```
 #include <climits>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -121,9 +123,9 @@ __device__ void renormalize(float* p, int size) {
     for (int i = 0; i < size; ++i) p[i] /= sum;
 }
 
-// glass::keep_top_k, keep_min_p, keep_top_p and draw over the sorted list, one thread.
+// glass::keep_top_k, keep_min_p, keep_top_p (either nucleus rule) and draw over the sorted list, one thread.
 __global__ void truncate_and_draw_kernel(float* p, const int* ids, int n, int top_k, float min_p,
-                                         float top_p, float coin, int* result) {
+                                         float top_p, NucleusRule nucleus, float coin, int* result) {
     int size = n;
     if (top_k > 0 && top_k < size) {  // keep_top_k
         size = top_k;
@@ -138,7 +140,16 @@ __global__ void truncate_and_draw_kernel(float* p, const int* ids, int n, int to
             renormalize(p, size);
         }
     }
-    if (top_p < 1.0f && size >= 2) {  // keep_top_p, with llama2.c's cutoff
+    if (top_p < 1.0f && nucleus == NucleusRule::reaches_p) {  // keep_top_p_reaching
+        float cumulative = 0.0f;
+        for (int i = 0; i < size; ++i) {
+            cumulative += p[i];
+            if (cumulative >= top_p) {
+                size = i + 1;
+                break;
+            }
+        }
+    } else if (top_p < 1.0f && size >= 2) {  // keep_top_p_llama2c, with llama2.c's cutoff
         const float cutoff = (1.0f - top_p) / static_cast<float>(size - 1);
         int above = 0;
         while (above < size && p[above] >= cutoff) ++above;
@@ -228,7 +239,7 @@ int DeviceSampler::sample(const float* d_logits, const SamplingParams& params, L
                                                          probs_.f32(), sorted_probs_.f32(),
                                                          ids_.i32(), sorted_ids_.i32(), vocab_));
     truncate_and_draw_kernel<<<1, 1>>>(sorted_probs_.f32(), sorted_ids_.i32(), vocab_, params.top_k,
-                                       params.min_p, params.top_p, coin, result_.i32() + 1);
+                                       params.min_p, params.top_p, params.nucleus, coin, result_.i32() + 1);
     CHECK_LAUNCH("truncate_and_draw_kernel");
     return finish(result_, d_logits);
 }

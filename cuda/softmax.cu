@@ -1,12 +1,14 @@
-// cuda/softmax.cu — scores -> probabilities on the GPU (see glass/softmax.hpp).
-//
-// In:  x [rows, n] (entries may be -inf: masked).
-// Out: x in place, each row exp(x - max) / Σ exp(x - max); masked entries become exactly 0.
-//
-// naive: one thread per row, three loops in order, exactly the CPU's steps.
-// fast:  one block per row: threads stride over the row; block-wide max, then block-wide sum.
-// A row with no finite entry has no distribution; the CPU refuses it, and here it becomes NaN
-// (exp(-inf - -inf)), which every comparison and the sampler's finiteness check then reject.
+/// \file
+/// \brief cuda/softmax.cu — scores → probabilities on the GPU (see glass/softmax.hpp).
+/// ```text
+/// In:  x [rows, n] (entries may be -inf: masked).
+/// Out: x in place, each row exp(x - max) / Σ exp(x - max); masked entries become exactly 0.
+///
+/// naive: one thread per row, three loops in order, exactly the CPU's steps.
+/// fast:  one block per row: threads stride over the row; block-wide max, then block-wide sum.
+/// A row with no finite entry has no distribution; the CPU refuses it, and here it becomes NaN
+/// (exp(-inf - -inf)), which every comparison and the sampler's finiteness check then reject.
+/// ```
 #include "common.cuh"
 
 namespace glass::cuda {

@@ -1,21 +1,23 @@
-// cuda/transformer.cpp — journey steps 4–8 on the GPU: CudaSession, the CUDA twin of CpuSession.
-//
-// The same forward pass as glass/transformer.hpp, step for step, with every stage a device call
-// from glass_cuda.hpp. Weights go to the GPU once, in the constructor; a forward pass uploads its
-// ids (n ints), runs every layer on the device and brings back only the last position's logits
-// [vocab]. Host code here is bookkeeping: shapes, the cache's length, which kernel to launch.
-//
-//   x = embedding rows of ids                               [n, dim]
-//   for each layer:
-//     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ      [n, dim], [n, kv_dim] ×2
-//     rope(q), rope(k);  cache.write(k, v)                  rows start_pos .. start_pos+n-1
-//     att = attention(q, cache rows 0 .. start_pos+n-1)     naive for prefill, decode kernel for n=1
-//     x += att Woᵀ
-//     x += mlp(rmsnorm(x))
-//   logits = classifier · rmsnorm(x[last])                  [vocab] -> host
-//
-// With CudaOptions::graph, decode records that whole sequence of launches once as a CUDA graph and
-// replays it for every later token (decode_with_graph, at the end).
+/// \file
+/// \brief cuda/transformer.cpp — journey steps 4–8 on the GPU: CudaSession, the CUDA twin of CpuSession.
+/// ```text
+/// The same forward pass as glass/transformer.hpp, step for step, with every stage a device call
+/// from glass_cuda.hpp. Weights go to the GPU once, in the constructor; a forward pass uploads its
+/// ids (n ints), runs every layer on the device and brings back only the last position's logits
+/// [vocab]. Host code here is bookkeeping: shapes, the cache's length, which kernel to launch.
+///
+///   x = embedding rows of ids                               [n, dim]
+///   for each layer:
+///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ      [n, dim], [n, kv_dim] ×2
+///     rope(q), rope(k);  cache.write(k, v)                  rows start_pos .. start_pos+n-1
+///     att = attention(q, cache rows 0 .. start_pos+n-1)     naive for prefill, decode kernel for n=1
+///     x += att Woᵀ
+///     x += mlp(rmsnorm(x))
+///   logits = classifier · rmsnorm(x[last])                  [vocab] -> host
+///
+/// With CudaOptions::graph, decode records that whole sequence of launches once as a CUDA graph and
+/// replays it for every later token (decode_with_graph, at the end).
+/// ```
 #include <algorithm>
 #include <cmath>
 

@@ -11,14 +11,25 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 src=$(cd "$1" && pwd)
 out=$2
 
-# 1. Every public header opens with a Doxygen \file block (no tools needed for this one).
+# The files of the site: every public header, and the CUDA twin (docs/Doxyfile: cuda/ without the
+# emulator's stand-ins for NVIDIA's headers and for cuBLAS).
+list_sources() {
+  find "$src/include/glass" -name '*.hpp'
+  find "$src/cuda" -maxdepth 1 \( -name '*.cu' -o -name '*.cuh' -o -name '*.hpp' -o -name '*.cpp' \)
+  echo "$src/cuda/emulator/emulator.hpp"
+  echo "$src/cuda/emulator/emulator.cpp"
+}
+# Doxygen's page name for a file: its base name, "_" -> "__", "." -> "_8" (as docs/md_filter.pl).
+page_name() { basename "$1" | sed -e 's/_/__/g' -e 's/\./_8/g'; }
+
+# 1. Every file of the site opens with a Doxygen \file block (no tools needed for this one).
 missing=0
-while IFS= read -r header; do
-  if ! head -n 3 "$header" | grep -q '^/// \\file'; then
-    echo "${header#"$src"/}: the opening comment is not a Doxygen '/// \\file' block (see docs/Doxyfile)"
+while IFS= read -r file; do
+  if ! head -n 3 "$file" | grep -q '^/// \\file'; then
+    echo "${file#"$src"/}: the opening comment is not a Doxygen '/// \\file' block (see docs/Doxyfile)"
     missing=1
   fi
-done < <(find "$src/include/glass" -name '*.hpp' | sort)
+done < <(list_sources | sort)
 [ "$missing" -eq 0 ] || exit 1
 
 for tool in doxygen dot perl; do
@@ -58,7 +69,8 @@ echo "docs: $out/html/index.html"
 [ "$check" -eq 1 ] || exit 0
 
 # 4. The site has what it promises: the main page with its stage table, a page per walkthrough,
-#    the figures page, the rendered data-flow diagrams, one page per example and per header.
+#    the figures page, the rendered data-flow diagrams, one page per example, and a page and an
+#    annotated source per header and per cuda/ file.
 fail() { echo "docs check: $*"; exit 1; }
 html=$out/html
 grep -q "CUDA twin" "$html/index.html" || fail "index.html lacks the stage table"
@@ -72,8 +84,29 @@ for f in "$src"/examples/[0-9][0-9]_*.cpp; do
   name=$(basename "$f" .cpp)
   [ -f "$html/${name}_8cpp-example.html" ] || fail "no example page for $name"
 done
-while IFS= read -r header; do
-  page=$(basename "$header" | sed -e 's/_/__/g' -e 's/\./_8/g')
-  [ -f "$html/${page}_source.html" ] || fail "no source page for ${header#"$src"/} ($page)"
-done < <(find "$src/include/glass" -name '*.hpp' | sort)
+# Every file of the site has its page and its annotated source (the cuda/ ones included, which
+# walkthrough 14 and the stage table link to).
+while IFS= read -r file; do
+  page=$(page_name "$file")
+  [ -f "$html/${page}.html" ] || fail "no page for ${file#"$src"/} ($page.html)"
+  [ -f "$html/${page}_source.html" ] || fail "no source page for ${file#"$src"/} ($page)"
+done < <(list_sources | sort)
+# The stage table's CUDA column links to the cuda/ pages.
+for page in attention_8cu rmsnorm_8cu transformer_8cpp glass__cuda_8hpp emulator_8hpp; do
+  grep -q "href=\"$page.html\"" "$html/index.html" || fail "index.html does not link to $page.html"
+done
+# ... and walkthrough 14's links to kernel lines land on the annotated sources (docs/md_filter.pl).
+grep -q 'href="rmsnorm_8cu_source.html#l[0-9]*"' "$html"/md_walkthroughs_14_*.html ||
+  fail "walkthrough 14 does not link to the lines of cuda/rmsnorm.cu"
+# A file page opens with its description, above the includes and the include graph
+# (docs/DoxygenLayout.xml).
+first=$(grep -n -m1 -e 'Detailed Description' -e '#include' -e 'Include dependency graph' "$html/attention_8hpp.html")
+case "$first" in
+  *"Detailed Description"*) ;;
+  *) fail "attention.hpp's page shows its includes before its description (docs/DoxygenLayout.xml)" ;;
+esac
+# 5. What a reader sees (docs/check_pages.pl): no page shows a literal "///" or "//!" (a \verbatim
+#    block inside "///" lines does that: use a ```text fence), no brief is cut mid-phrase, and every
+#    link between pages, and every #l00042 line anchor, lands on something that exists.
+perl "$src/docs/check_pages.pl" "$html" || fail "see above"
 echo "docs check: clean"

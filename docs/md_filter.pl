@@ -6,10 +6,12 @@
 # so this filter rewrites each relative link before Doxygen reads the page:
 #   include/glass/NAME.hpp#L42-L54  ->  the annotated source page, at line 42
 #   include/glass/NAME.hpp          ->  the header's documentation page
+#   cuda/NAME.cu#L42-L54, cuda/NAME.cu (also .cuh, .hpp, .cpp, and cuda/emulator/emulator.hpp
+#   and emulator.cpp)               ->  the same, for the CUDA twin's files on the site
 #   examples/NN_name.cpp            ->  the example's page
 #   NAME.dox (a page written for Doxygen) ->  that page
-#   any other file in the repository (tests/, cuda/, data/, ...) -> its path as plain code text,
-#   since the site does not contain it.
+#   any other file in the repository (tests/, data/, cuda/CMakeLists.txt, ...) -> its path as
+#   plain code text, since the site does not contain it.
 # Links to other markdown pages (01-tokenize.md) and web addresses are left for Doxygen.
 use strict;
 use warnings;
@@ -28,6 +30,12 @@ while (my $line = <>) {
               {"](" . doxygen_name($1) . "_source.html#l" . sprintf("%05d", $2) . ")"}ge;
     $line =~ s{\]\((?:\.\./)*include/glass/([A-Za-z0-9_/]+\.hpp)\)}
               {"](" . doxygen_name($1) . ".html)"}ge;
+    # cuda/ files on the site (docs/Doxyfile: not the emulator's stand-ins in cuda/emulator/include/
+    # nor cuda/emulator/cublas.cpp).
+    my $cuda = qr{(?:\.\./)*cuda/((?:emulator/)?(?!cublas\.cpp)[A-Za-z0-9_]+\.(?:cu|cuh|hpp|cpp))};
+    $line =~ s{\]\($cuda#L(\d+)(?:-L\d+)?\)}
+              {"](" . doxygen_name($1) . "_source.html#l" . sprintf("%05d", $2) . ")"}ge;
+    $line =~ s{\]\($cuda\)}{"](" . doxygen_name($1) . ".html)"}ge;
     $line =~ s{\]\((?:\.\./)*examples/([A-Za-z0-9_]+\.cpp)(?:#L\d+(?:-L\d+)?)?\)}
               {"](" . ($1 =~ s/\./_8/r) . "-example.html)"}ge;  # example pages keep "_"
     # A page written as a .dox file (docs/pages/dataflow.dox) is the Doxygen page of that name.

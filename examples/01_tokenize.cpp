@@ -1,10 +1,11 @@
 // 01_tokenize — journey step 1: text -> pieces -> integer ids (and back).
 //
-// In:  the sentence "What is the capital of France?" and two vocabularies:
+// In:  the sentence "What is the capital of France?" and three vocabularies:
 //        - tok512: the 512-piece vocabulary the shipped story model was trained with;
-//        - Llama 2's 32,000-piece vocabulary (../shared/models/tokenizer.bin, or argv[1]);
-//        - GPT-4's cl100k_base, a 100,256-token byte-level vocabulary (tiktoken file in
-//          ../shared/tokenizers/tiktoken/), when present.
+//        - GPT-4's cl100k_base, a byte-level vocabulary of 100,256 ordinary tokens plus 5
+//          special ones (tiktoken file in ../shared/tokenizers/tiktoken/), when present;
+//        - Llama 2's 32,000-piece vocabulary (../shared/models/tokenizer.bin, or argv[1]),
+//          when present.
 // Out: for each vocabulary, the ids [n_tokens] (BOS first) and the piece each id stands for,
 //      then decode(ids), which must give the sentence back.
 //
@@ -80,7 +81,18 @@ int main(int argc, char** argv) {
     const std::string cl100k_path = std::string(GLASS_SHARED_DIR) + "/tokenizers/tiktoken/cl100k_base.tiktoken";
     std::printf("cl100k file: %s\n", cl100k_path.c_str());
     if (std::ifstream(cl100k_path).good()) {
-        show("cl100k", glass::load_tiktoken(cl100k_path, "cl100k"), text, /*add_bos=*/false);
+        const glass::ByteLevelBpe cl100k = glass::load_tiktoken(cl100k_path, "cl100k");
+        // Its ids run from 0 to 100,276, but not every id is an ordinary token: the file holds
+        // 100,256 of them, tiktoken adds 5 special ones (<|endoftext|> = 100257, ...) above
+        // those, and the ids between the specials are left unused.
+        int ordinary = 0, special = 0;
+        for (int id = 0; id < cl100k.vocab_size(); ++id) {
+            if (cl100k.is_special(id)) ++special;
+            else if (id < static_cast<int>(cl100k.vocab().tokens.size()) && !cl100k.vocab().tokens[id].empty()) ++ordinary;
+        }
+        std::printf("cl100k vocabulary: %d ordinary tokens, %d special tokens, %d unused ids (%d ids in all)\n",
+                    ordinary, special, cl100k.vocab_size() - ordinary - special, cl100k.vocab_size());
+        show("cl100k", cl100k, text, /*add_bos=*/false);
     } else {
         std::printf("cl100k skipped: file not found\n\n");
     }

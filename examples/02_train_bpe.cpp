@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "glass/tokenize/bpe_train.hpp"
 #include "glass/formats/bpe_train_file.hpp"
 
@@ -45,15 +46,7 @@ static std::string quoted(const std::string& bytes) {
 static int run(int argc, char** argv) {
     const std::string text_path = argc > 1 ? argv[1] : std::string(GLASS_DATA_DIR) + "/harbour.txt";
     int vocab_size = 512;
-    if (argc > 2) {
-        char* end = nullptr;
-        const long v = std::strtol(argv[2], &end, 10);
-        if (end == argv[2] || *end != '\0' || v < 0 || v > 1'000'000) {
-            std::fprintf(stderr, "error: vocabulary size '%s' is not an integer in [256, 1000000]\n", argv[2]);
-            return 2;
-        }
-        vocab_size = static_cast<int>(v);
-    }
+    if (argc > 2) vocab_size = example::int_arg(argv[2], "vocabulary size", 256, 1'000'000);
     glass::check_vocab_size(vocab_size);  // below 256: fail before printing anything
 
     const std::string text = glass::read_text_file(text_path);
@@ -111,11 +104,4 @@ static int run(int argc, char** argv) {
     return 0;
 }
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const glass::Error& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
-    }
-}
+int main(int argc, char** argv) { return example::run_reporting_errors(run, argc, argv); }

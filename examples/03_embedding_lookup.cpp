@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "glass/glass.hpp"
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
     const glass::Model model =
         glass::load_llama2c_checkpoint(std::string(GLASS_MODELS_DIR) + "/stories260K.bin");
     const glass::Llama2cTokenizer tok =
@@ -22,12 +23,7 @@ int main(int argc, char** argv) {
     const int vocab = model.config.vocab_size;
     const int dim = model.config.dim;
 
-    int id = tok.find(" Once");
-    if (argc > 1) id = std::atoi(argv[1]);
-    if (id < 0 || id >= vocab) {
-        std::fprintf(stderr, "token id %d is outside the vocabulary [0, %d)\n", id, vocab);
-        return 1;
-    }
+    const int id = argc > 1 ? example::int_arg(argv[1], "token id", 0, vocab - 1) : tok.find(" Once");
 
     std::printf("embedding table shape: [%d, %d]\n", vocab, dim);
     std::printf("token id: %d\n", id);
@@ -69,3 +65,5 @@ int main(int argc, char** argv) {
                 static_cast<double>(params * 2) / 1e9);
     return 0;
 }
+
+int main(int argc, char** argv) { return example::run_reporting_errors(run, argc, argv); }

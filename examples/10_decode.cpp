@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "glass/glass.hpp"
 
 // Greedy: the id with the largest logit (the first one on a tie).
@@ -29,14 +30,14 @@ static int argmax(std::span<const float> logits) {
     return best;
 }
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
     const glass::Model model =
         glass::load_llama2c_checkpoint(std::string(GLASS_MODELS_DIR) + "/stories260K.bin");
     const glass::Llama2cTokenizer tok =
         glass::Llama2cTokenizer::load(std::string(GLASS_MODELS_DIR) + "/tok512.bin", 512);
 
     const std::string prompt = argc > 1 ? argv[1] : "Once upon a time";
-    const int steps = argc > 2 ? std::atoi(argv[2]) : 10;
+    const int steps = argc > 2 ? example::int_arg(argv[2], "steps", 1, 512) : 10;
     std::vector<int> sequence = tok.encode(prompt, /*add_bos=*/true, /*add_eos=*/false);
     const int n_prompt = static_cast<int>(sequence.size());
 
@@ -88,3 +89,5 @@ int main(int argc, char** argv) {
     std::printf("decode equals recompute (<= 1e-5): %s\n", worst <= 1e-5f ? "yes" : "NO");
     return 0;
 }
+
+int main(int argc, char** argv) { return example::run_reporting_errors(run, argc, argv); }

@@ -12,13 +12,18 @@
 // so the cache grows in a straight line with the sequence. Grouped-query attention shrinks the
 // slope: Llama 3 8B shares each K/V head among 4 query heads, so it stores a quarter as much.
 //
-// Usage: 12_kv_cache_growth [chart.svg]   (default: kv_cache_growth.svg beside this program,
-//                                           i.e. build/bin/kv_cache_growth.svg)
+// Usage: 12_kv_cache_growth [--add NAME LAYERS KV_HEADS HEAD_DIM BYTES_PER_VALUE] [chart.svg]
+//   --add     one more model, printed after C8 and C9 and drawn as a third line
+//   chart.svg default: kv_cache_growth.svg beside this program, i.e. build/bin/kv_cache_growth.svg
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "glass/glass.hpp"
 #include "svg.hpp"
 
@@ -38,7 +43,11 @@ static void print_shape(const char* label, const CacheShape& m) {
 // The chart: bytes (in GB) against tokens, one straight line per model.
 static void draw_chart(const std::vector<CacheShape>& models, const std::vector<std::int64_t>& per_token,
                        std::int64_t shipped_per_token, const std::string& path) {
-    const double max_tokens = 8000, max_gb = 4.5;
+    // The GB axis reaches 4.5, or further when an added model needs it (in whole half-GBs).
+    double max_gb = 4.5;
+    for (std::int64_t b : per_token) max_gb = std::max(max_gb, std::ceil(2.0 * b * 8000 / 1e9) / 2);
+    const double gb_step = max_gb <= 5 ? 0.5 : std::ceil(max_gb / 9);
+    const double max_tokens = 8000;
     const double left = 80, right = 700, top = 50, bottom = 390;  // plot area in pixels
     const auto px = [&](double tokens) { return left + (right - left) * tokens / max_tokens; };
     const auto py = [&](double gb) { return bottom - (bottom - top) * gb / max_gb; };
@@ -53,9 +62,11 @@ static void draw_chart(const std::vector<CacheShape>& models, const std::vector<
         s.line(px(t), bottom, px(t), bottom + 5, "stroke:black");
         s.text(px(t), bottom + 20, std::to_string(t), "middle");
     }
-    for (double gb = 0; gb <= max_gb + 1e-9; gb += 0.5) {
+    for (double gb = 0; gb <= max_gb + 1e-9; gb += gb_step) {
+        char label[16];
+        std::snprintf(label, sizeof label, "%g", gb);
         s.line(left - 5, py(gb), right, py(gb), "stroke:#ddd");
-        s.text(left - 10, py(gb) + 4, svg::num(gb).substr(0, 3), "end");
+        s.text(left - 10, py(gb) + 4, label, "end");
     }
     s.line(left, bottom, right, bottom, "stroke:black");  // axes over the grid
     s.line(left, top, left, bottom, "stroke:black");
@@ -88,17 +99,28 @@ static void draw_chart(const std::vector<CacheShape>& models, const std::vector<
 }
 
 static int run(int argc, char** argv) {
-    const std::string svg_path = argc > 1 ? argv[1] : svg::default_path("kv_cache_growth.svg");
-
-    // ---- C8 and C9: real models, fp16 cache ----
-    const std::vector<CacheShape> models = {
+    // ---- C8 and C9: real models, fp16 cache (and one more with --add) ----
+    std::vector<CacheShape> models = {
         {"llama-2-7b", 32, 32, 128, 2},
         {"llama-3-8b", 32, 8, 128, 2},
     };
+    std::string svg_path = svg::default_path("kv_cache_growth.svg");
+    for (int i = 1; i < argc; ++i) {
+        if (std::string(argv[i]) == "--add") {
+            if (i + 5 >= argc) glass::fail("--add needs NAME LAYERS KV_HEADS HEAD_DIM BYTES_PER_VALUE");
+            models.push_back({argv[i + 1], example::int_arg(argv[i + 2], "layers", 1, 1024),
+                              example::int_arg(argv[i + 3], "kv heads", 1, 1024),
+                              example::int_arg(argv[i + 4], "head_dim", 1, 4096),
+                              example::int_arg(argv[i + 5], "bytes per value", 1, 8)});
+            i += 5;
+        } else {
+            svg_path = argv[i];
+        }
+    }
     std::vector<std::int64_t> per_token;
     for (size_t i = 0; i < models.size(); ++i) {
         const CacheShape& m = models[i];
-        const char* label = i == 0 ? "C8" : "C9";
+        const char* label = i == 0 ? "C8" : i == 1 ? "C9" : "added";
         print_shape(label, m);
         // 2 (K and V) · layers · KV heads · head_dim · bytes per value
         per_token.push_back(glass::kv_cache_bytes_per_token(m.n_layers, m.n_kv_heads, m.head_dim,
@@ -156,11 +178,4 @@ static int run(int argc, char** argv) {
     return 0;
 }
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const glass::Error& e) {  // e.g. an SVG path that cannot be written
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
-    }
-}
+int main(int argc, char** argv) { return example::run_reporting_errors(run, argc, argv); }

@@ -44,9 +44,10 @@ struct Svg {
     std::string root_attributes;  // extra attributes for <svg ...> (e.g. data-* facts)
     std::vector<std::string> elements;
 
-    void line(double x1, double y1, double x2, double y2, const std::string& style) {
+    void line(double x1, double y1, double x2, double y2, const std::string& style,
+              const std::string& attributes = "") {
         elements.push_back("<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) +
-                           "\" y2=\"" + num(y2) + "\" style=\"" + style + "\"/>");
+                           "\" y2=\"" + num(y2) + "\" style=\"" + style + "\" " + attributes + "/>");
     }
     // A polyline through the points; `attributes` may carry data-* facts about the series.
     void polyline(const std::vector<std::pair<double, double>>& points, const std::string& style,
@@ -67,11 +68,12 @@ struct Svg {
                            "\" style=\"" + style + "\" " + attributes + "/>");
     }
     // anchor: start | middle | end (which point of the text sits at x).
+    // `attributes` may carry data-* facts (e.g. which series a label belongs to).
     void text(double x, double y, const std::string& s, const std::string& anchor = "start",
-              int size = 12) {
+              int size = 12, const std::string& attributes = "") {
         elements.push_back("<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" font-size=\"" +
                            std::to_string(size) + "\" text-anchor=\"" + anchor +
-                           "\" font-family=\"sans-serif\">" + escape(s) + "</text>");
+                           "\" font-family=\"sans-serif\" " + attributes + ">" + escape(s) + "</text>");
     }
 
     std::string str() const {

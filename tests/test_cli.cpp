@@ -1,6 +1,16 @@
 // The glass command-line tool, run as a program: its output against llama2.c's goldens, and its
 // error handling (non-zero exit, one line on stderr naming the offending value, empty stdout).
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -197,11 +207,10 @@ TEST_CASE("cli: device flags that do not fit together name themselves") {
     CHECK(expect_error("generate -p hi --device cuda --threads 2", {"--threads"}).exit_code == 2);
 }
 
-TEST_CASE("cli: unknown or missing command") {
+TEST_CASE("cli: unknown command") {
     const test::Run r = expect_error("frobnicate -p hi", {"frobnicate"});
     CHECK(r.exit_code == 2);
-    const test::Run none = expect_error("", {});
-    CHECK(none.exit_code == 2);
+    CHECK(expect_error("help frobnicate", {"frobnicate"}).exit_code == 2);
 }
 
 TEST_CASE("cli: generate without a prompt, or a flag without its value") {
@@ -341,7 +350,8 @@ TEST_CASE("cli: tokenize matches every tok512 golden case") {
 
 TEST_CASE("cli: tokenize text starting with '-' after --") {
     const std::string tok = test::sh(test::shipped_tokenizer());
-    for (const std::string text : {"-n 5", "--json", "-", "--", "-hello world"}) {
+    // ("-" alone is not text but stdin: see "tokenize reads a file or stdin".)
+    for (const std::string text : {"-n 5", "--json", "--", "-hello world"}) {
         CAPTURE(text);
         const test::Run r = test::run(glass_cmd() + " tokenize -t " + tok + " --json -- " + test::sh(text));
         CAPTURE(r.err);
@@ -361,4 +371,355 @@ TEST_CASE("cli: tokenize needs exactly one TEXT") {
     CHECK(r.exit_code == 2);
     const test::Run two = expect_error("tokenize one two", {"2"});
     CHECK(two.exit_code == 2);
+}
+
+// ---- help and version ------------------------------------------------------------------------
+
+namespace {
+
+const std::vector<std::string> kCommands = {"generate", "chat", "tokenize", "explain", "bench", "random-model"};
+
+// Every flag a usage text (or a README command line) mentions: "-x" or "--word" after a space or
+// an opening bracket, parenthesis or bar.
+std::set<std::string> flags_in(const std::string& text) {
+    std::set<std::string> flags;
+    const std::regex flag_re("(?:^|[\\s\\[(|/])(--?[a-z][a-z0-9-]*)");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), flag_re); it != std::sregex_iterator(); ++it)
+        flags.insert((*it)[1]);
+    return flags;
+}
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE_MESSAGE(in.good(), "cannot read " << path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string write_temp(const std::string& name, const std::string& bytes) {
+    const std::string path = "/tmp/glass_test_cli_" + std::to_string(::getpid()) + "_" + name;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    REQUIRE(out.good());
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("cli: COMMAND --help and -h print that command's usage to stdout and exit 0") {
+    for (const std::string& command : kCommands) {
+        for (const char* help : {"--help", "-h", "--bogus-flag --help", "--help stray"}) {
+            CAPTURE(command);
+            CAPTURE(help);
+            const test::Run r = test::run(glass_cmd() + " " + command + " " + help + " </dev/null");
+            CHECK(r.exit_code == 0);
+            CHECK(r.err.empty());
+            CHECK(r.out.rfind("usage:\n  glass " + command + " ", 0) == 0);
+            // Only its own usage: no other command's.
+            for (const std::string& other : kCommands)
+                if (other != command) CHECK(r.out.find("glass " + other + " ") == std::string::npos);
+        }
+        // After "--", -h and --help are text (tokenize), so no usage there.
+    }
+    const test::Run t = test::run(glass_cmd() + " tokenize --json -- --help");
+    CHECK(t.exit_code == 0);
+    CHECK(t.out.find("usage") == std::string::npos);
+}
+
+TEST_CASE("cli: bare glass, --help and help COMMAND print the usage; every flag it lists is accepted") {
+    const test::Run bare = test::run(glass_cmd());
+    CAPTURE(bare.err);
+    CHECK(bare.exit_code == 0);
+    CHECK(bare.err.empty());
+    for (const char* args : {"--help", "-h", "help"}) {
+        const test::Run r = test::run(glass_cmd() + " " + args);
+        CHECK(r.exit_code == 0);
+        CHECK(r.out == bare.out);
+    }
+    for (const std::string& command : kCommands) {
+        CAPTURE(command);
+        const test::Run help = test::run(glass_cmd() + " " + command + " --help");
+        REQUIRE(help.exit_code == 0);
+        const std::string body = help.out.substr(std::string("usage:\n").size());
+        CHECK(bare.out.find(body) != std::string::npos);  // the full usage holds every command's
+        CHECK(test::run(glass_cmd() + " help " + command).out == help.out);
+        // Every flag the usage names is one the command's parser knows (it may then complain about
+        // something else: a missing value, a missing prompt; never an unknown flag).
+        const std::set<std::string> flags = flags_in(body);
+        CHECK(flags.size() >= 3);
+        for (const std::string& flag : flags) {
+            CAPTURE(flag);
+            const test::Run r = test::run(glass_cmd() + " " + command + " " + flag + " </dev/null");
+            CHECK(lower(r.err).find("unknown flag") == std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("cli: every flag README's command-line examples use is in that command's usage") {
+    const std::string readme = read_text_file(test::models_dir() + "/../README.md");
+    const size_t begin = readme.find("## The command line");
+    REQUIRE(begin != std::string::npos);
+    const size_t end = readme.find("\n## ", begin + 1);
+    const std::string section = readme.substr(begin, end - begin);
+    std::istringstream lines(section);
+    int checked = 0;
+    std::set<std::string> commands_seen;
+    for (std::string line; std::getline(lines, line);) {
+        const std::string prefix = "build/bin/glass ";
+        if (line.rfind(prefix, 0) != 0) continue;
+        std::string rest = line.substr(prefix.size());
+        const std::string command = rest.substr(0, rest.find(' '));
+        CAPTURE(line);
+        REQUIRE(std::find(kCommands.begin(), kCommands.end(), command) != kCommands.end());
+        commands_seen.insert(command);
+        if (const size_t comment = rest.find("  #"); comment != std::string::npos) rest.resize(comment);
+        if (const size_t dashes = rest.find(" -- "); dashes != std::string::npos) rest.resize(dashes);
+        rest = std::regex_replace(rest, std::regex("\"[^\"]*\""), "TEXT");  // quoted values are not flags
+        const std::string usage = test::run(glass_cmd() + " " + command + " --help").out;
+        for (const std::string& flag : flags_in(rest.substr(command.size()))) {
+            CAPTURE(flag);
+            CHECK(flags_in(usage).count(flag) == 1);
+            ++checked;
+        }
+    }
+    CHECK(commands_seen.count("chat") == 1);  // README shows every user-facing command
+    CHECK(commands_seen.count("explain") == 1);
+    CHECK(checked >= 15);
+}
+
+TEST_CASE("cli: --version prints the version CMakeLists.txt declares") {
+    const std::string cmake = read_text_file(test::models_dir() + "/../CMakeLists.txt");
+    std::smatch m;
+    REQUIRE(std::regex_search(cmake, m, std::regex("project\\(glass VERSION ([0-9.]+)")));
+    const test::Run r = test::run(glass_cmd() + " --version");
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "glass " + m[1].str() + "\n");
+}
+
+// ---- tokenize: text from a file or stdin -----------------------------------------------------
+
+TEST_CASE("cli: tokenize reads a file (-f) or stdin (-), NUL bytes included") {
+    // NUL cannot travel in argv; a file or a pipe carries it. tok512 has no piece for byte 0, so
+    // it falls back to the byte token <0x00> = id 3 (llama2.c: byte b is id b + 3).
+    const char raw[] = "Hello\0world\0 -n \xff\n the end\0";
+    const std::string text(raw, sizeof raw - 1);  // (a char* would end at the first NUL)
+    REQUIRE(text.size() == 27);
+    const std::string path = write_temp("nul.txt", text);
+    const std::vector<int> want = test::shipped_tok().encode(text, true, false);
+    REQUIRE(std::count(want.begin(), want.end(), 3) == 3);
+    const std::string tok = test::sh(test::shipped_tokenizer());
+    for (const std::string& source : {"-f " + test::sh(path), "- < " + test::sh(path)}) {
+        CAPTURE(source);
+        const test::Run r = test::run(glass_cmd() + " tokenize -t " + tok + " --json --bos " + source);
+        CAPTURE(r.err);
+        REQUIRE(r.exit_code == 0);
+        nlohmann::json j;
+        REQUIRE_NOTHROW(j = nlohmann::json::parse(r.out));
+        CHECK(test::ids_of(j["ids"]) == want);
+    }
+    const test::Run piped = test::run("cat " + test::sh(path) + " | " + glass_cmd() + " tokenize --json --bos -");
+    REQUIRE(piped.exit_code == 0);
+    CHECK(test::ids_of(nlohmann::json::parse(piped.out)["ids"]) == want);
+    // The text table too: one row per id, the NUL rows showing the byte token's piece.
+    const test::Run table = test::run(glass_cmd() + " tokenize --bos -f " + test::sh(path));
+    REQUIRE(table.exit_code == 0);
+    CHECK(table.out.rfind(std::to_string(want.size()) + " tokens\n", 0) == 0);
+    CHECK(count_lines(table.out) == want.size() + 2);
+    size_t nul_rows = 0;
+    for (size_t at = table.out.find("      3  \"<0x00>\"\n"); at != std::string::npos;
+         at = table.out.find("      3  \"<0x00>\"\n", at + 1))
+        ++nul_rows;
+    CHECK(nul_rows == 3);
+    // Empty stdin is the empty text.
+    const test::Run empty = test::run(glass_cmd() + " tokenize --json --bos - </dev/null");
+    REQUIRE(empty.exit_code == 0);
+    CHECK(test::ids_of(nlohmann::json::parse(empty.out)["ids"]) == std::vector<int>{1});
+    std::remove(path.c_str());
+}
+
+TEST_CASE("cli: tokenize -f errors name the file, or the clash with TEXT") {
+    const std::string missing = "/tmp/glass_test_cli_no_such_text_" + std::to_string(::getpid()) + ".txt";
+    CHECK(expect_error("tokenize -f " + test::sh(missing), {missing}).exit_code == 1);
+    CHECK(expect_error("tokenize -f /etc/hostname hello", {"-f", "hello"}).exit_code == 2);
+    CHECK(expect_error("tokenize -f", {"-f"}).exit_code == 2);
+}
+
+TEST_CASE("cli: tokenize --tiktoken takes the split pattern from the file's standard name") {
+    // Goldens from tiktoken itself; the cases whose ids depend on the pattern (numbers split in
+    // threes by cl100k/o200k, contractions, spaces).
+    const std::string dir = test::shared_dir() + "/tokenizers/tiktoken/";
+    const std::set<std::string> cases = {"numbers_1234567", "contractions_upper", "spaces_many_between", "hello_world"};
+    std::map<std::string, std::map<std::string, std::vector<int>>> golden;  // [encoding][case]
+    std::map<std::string, std::string> text_of;
+    for (const nlohmann::json& g : test::read_jsonl(test::golden("tokenize_tiktoken.jsonl")))
+        if (cases.count(g["case"])) {
+            golden[g["encoding"]][g["case"]] = test::ids_of(g["ids"]);
+            text_of[g["case"]] = g["text"];
+        }
+    REQUIRE(golden.size() == 3);
+
+    auto ids_from_cli = [](const std::string& args, const std::string& text) {
+        const std::string path = write_temp("tiktoken_text.txt", text);
+        const test::Run r = test::run(glass_cmd() + " tokenize --json " + args + " -f " + test::sh(path));
+        std::remove(path.c_str());
+        CAPTURE(args);
+        CAPTURE(r.err);
+        REQUIRE(r.exit_code == 0);
+        return test::ids_of(nlohmann::json::parse(r.out)["ids"]);
+    };
+    for (const auto& [encoding, by_case] : golden)
+        for (const auto& [name, ids] : by_case) {
+            CAPTURE(encoding);
+            CAPTURE(name);
+            CHECK(ids_from_cli("--tiktoken " + test::sh(dir + encoding + ".tiktoken"), text_of[name]) == ids);
+        }
+
+    // p50k_base and p50k_edit share r50k's pattern (and, for these cases, its ids); a name that says
+    // nothing needs --pattern, which also overrides a standard name.
+    const std::string links = "/tmp/glass_test_cli_tiktoken_" + std::to_string(::getpid());
+    std::filesystem::create_directories(links);
+    for (const char* name : {"p50k_edit.tiktoken", "p50k_base.tiktoken", "mine.tiktoken"})
+        std::filesystem::create_symlink(dir + "r50k_base.tiktoken", links + "/" + name);
+    const std::string number = text_of["numbers_1234567"];
+    CHECK(ids_from_cli("--tiktoken " + links + "/p50k_edit.tiktoken", number) == golden["r50k_base"]["numbers_1234567"]);
+    CHECK(ids_from_cli("--tiktoken " + links + "/p50k_base.tiktoken", number) == golden["r50k_base"]["numbers_1234567"]);
+    const test::Run unknown = expect_error("tokenize --tiktoken " + links + "/mine.tiktoken hi", {"mine.tiktoken", "--pattern"});
+    CHECK(unknown.exit_code == 2);
+    CHECK(ids_from_cli("--tiktoken " + links + "/mine.tiktoken --pattern r50k", number) ==
+          golden["r50k_base"]["numbers_1234567"]);
+    // The pattern matters for this text: r50k's vocabulary under cl100k's pattern (digits in
+    // threes) gives other ids, so a name read as the wrong pattern could not pass the checks above.
+    const std::vector<int> forced = ids_from_cli("--tiktoken " + test::sh(dir + "r50k_base.tiktoken") + " --pattern cl100k", number);
+    CHECK(forced == glass::load_tiktoken(dir + "r50k_base.tiktoken", "cl100k").encode(number, false, false));
+    CHECK(forced != golden["r50k_base"]["numbers_1234567"]);
+    std::filesystem::remove_all(links);
+}
+
+// ---- generate: --seed ------------------------------------------------------------------------
+
+TEST_CASE("cli: --seed is the seed glass::generate uses (not a fixed one)") {
+    // Seeds other than the goldens' 42: each run must equal glass::generate with that seed, and
+    // differ from seed 42's story (so a CLI that ignored --seed for 42 fails here).
+    glass::CpuSession session(test::shipped());
+    const std::string prompt = "Once upon a time";
+    auto run_lib = [&](std::uint64_t seed, int top_k, float min_p) {
+        glass::GenerateOptions options;
+        options.sampling.temperature = 1.0f;
+        options.sampling.top_p = 0.9f;
+        options.sampling.top_k = top_k;
+        options.sampling.min_p = min_p;
+        options.seed = seed;
+        options.max_new_tokens = 48;
+        return glass::generate(session, test::shipped_tok(), prompt, options).generated_ids;
+    };
+    struct Case {
+        std::uint64_t seed;
+        std::string extra;
+        int top_k;
+        float min_p;
+    };
+    for (const Case& c : {Case{1234, "", 0, 0.0f}, Case{7, "--top-k 40 --min-p 0.05", 40, 0.05f}}) {
+        CAPTURE(c.seed);
+        const std::vector<int> want = run_lib(c.seed, c.top_k, c.min_p);
+        REQUIRE(want != run_lib(42, c.top_k, c.min_p));  // the seed matters for this prompt
+        const test::Run r = test::run(glass_cmd() + " generate -p " + test::sh(prompt) + " --seed " + std::to_string(c.seed) +
+                                      " --temperature 1 --top-p 0.9 " + c.extra + " --max-new-tokens 48 --json");
+        CAPTURE(r.err);
+        REQUIRE(r.exit_code == 0);
+        const GenerateOutput o = split_generate(r.out);
+        CHECK(test::ids_of(o.json["generated_ids"]) == want);
+        CHECK(o.json["seed"] == c.seed);
+    }
+}
+
+// ---- chat ------------------------------------------------------------------------------------
+
+namespace {
+
+// The chat template glass chat documents (tools/cmd_chat.cpp), written out here: the system line,
+// then "User: TURN\nAssistant: REPLY\n" per turn, the prompt ending at "Assistant:".
+struct ChatTurn {
+    std::string prompt;
+    glass::GenerateResult reply;
+};
+std::vector<ChatTurn> chat_by_hand(const std::string& system, const std::vector<std::string>& turns, int max_new) {
+    glass::CpuSession session(test::shipped());
+    glass::GenerateOptions options;
+    options.sampling.temperature = 0.0f;
+    options.max_new_tokens = max_new;
+    options.stop_strings = {"\n"};
+    std::vector<ChatTurn> out;
+    std::string history = system.empty() ? "" : system + "\n";
+    for (const std::string& turn : turns) {
+        ChatTurn t;
+        t.prompt = history + "User: " + turn + "\nAssistant:";
+        t.reply = glass::generate(session, test::shipped_tok(), t.prompt, options);
+        history = t.prompt + t.reply.text + "\n";
+        out.push_back(t);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("cli: chat re-sends the whole history each turn; replies are glass::generate's") {
+    const std::vector<std::string> turns = {"Hello! Who are you?", "Tell me about your dog.", "What happened next?"};
+    const std::string input = write_temp("chat.txt", turns[0] + "\n" + turns[1] + "\n\n" + turns[2] + "\n");  // a blank line is skipped
+    const std::vector<ChatTurn> want = chat_by_hand("", turns, 24);
+    const test::Run r = test::run(glass_cmd() + " chat --temperature 0 --max-new-tokens 24 --json < " + test::sh(input));
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.empty());
+    // stdout: per turn, the streamed reply's line, then its JSON object.
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    REQUIRE(lines.size() == 2 * turns.size());
+    int previous_tokens = 0;
+    for (size_t k = 0; k < turns.size(); ++k) {
+        CAPTURE(k);
+        nlohmann::json j;
+        REQUIRE_NOTHROW(j = nlohmann::json::parse(lines[2 * k + 1]));
+        const int expected_tokens = static_cast<int>(test::shipped_tok().encode(want[k].prompt, true, false).size());
+        CHECK(j["turn"] == k + 1);
+        CHECK(j["prompt_tokens"] == expected_tokens);
+        CHECK(test::ids_of(j["prompt_ids"]) == test::shipped_tok().encode(want[k].prompt, true, false));
+        CHECK(expected_tokens > previous_tokens);  // the history grows: C16
+        previous_tokens = expected_tokens;
+        CHECK(test::ids_of(j["generated_ids"]) == want[k].reply.generated_ids);
+        CHECK(j["reply"] == want[k].reply.text);
+        CHECK(lines[2 * k] == want[k].reply.text);  // streamed as generated
+        CHECK(j["ttft_ms"].get<double>() > 0.0);
+    }
+    // Turn 3's prompt holds turns 1 and 2 and both replies.
+    CHECK(previous_tokens > static_cast<int>(test::shipped_tok().encode(want[1].prompt + want[1].reply.text, true, false).size()));
+    std::remove(input.c_str());
+}
+
+TEST_CASE("cli: chat without --json: replies on stdout, one line per turn on stderr with the prompt's tokens") {
+    const std::vector<std::string> turns = {"Hi.", "And then?"};
+    const std::vector<ChatTurn> want = chat_by_hand("You tell short stories.", turns, 16);
+    const test::Run r = test::run("printf 'Hi.\\r\\nAnd then?' | " + glass_cmd() +  // CRLF, no final newline
+                                  " chat --system 'You tell short stories.' --temperature 0 --max-new-tokens 16");
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == want[0].reply.text + "\n" + want[1].reply.text + "\n");
+    CHECK(count_lines(r.err) == 2);
+    for (size_t k = 0; k < turns.size(); ++k) {
+        const std::string expected = "[turn " + std::to_string(k + 1) + ": " +
+                                     std::to_string(test::shipped_tok().encode(want[k].prompt, true, false).size()) +
+                                     " prompt tokens";
+        CHECK(r.err.find(expected) != std::string::npos);
+    }
+}
+
+TEST_CASE("cli: chat errors") {
+    CHECK(expect_error("chat stray </dev/null", {"stray"}).exit_code == 2);
+    CHECK(expect_error("chat --max-new-tokens 0 </dev/null", {"--max-new-tokens", "0"}).exit_code == 2);
+    CHECK(expect_error("chat --temperature -2 </dev/null", {"temperature", "-2"}).exit_code == 1);
+    // A conversation that outgrows the context window names its size and the window.
+    const test::Run r = test::run("printf '%s\\n' " + test::sh(std::string(600, '7')) + " | " + glass_cmd() +
+                                  " chat --temperature 0 --max-new-tokens 4");
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("512") != std::string::npos);
+    CHECK(r.err.find("turn 1") != std::string::npos);
 }

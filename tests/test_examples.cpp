@@ -1,11 +1,14 @@
 // The numbered examples: run each built program and check the numbers it prints against values
 // this file derives on its own — from the goldens in ../shared, from the checkpoint's bytes, or
-// from the arithmetic of the claim (C1–C5, C10–C13). Never by comparing a program with itself.
+// from the arithmetic of the claim (C1–C6, C10–C13), or from the model's first layer redone in
+// double precision (RoPE, the MLP). Never by comparing a program with itself.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -114,6 +117,21 @@ TEST_CASE("example 01_tokenize: C1 with cl100k is 7 tokens") {
     CHECK(ints(value_of(r.out, "cl100k ids")) == std::vector<int>{3923, 374, 279, 6864, 315, 9822, 30});
     CHECK(number(r.out, "cl100k token count") == 7);
     CHECK(value_of(r.out, "cl100k round trip") == "yes");
+
+    // Why the size printed is not 100,256: one ordinary token per line of the file, plus
+    // tiktoken's 5 special tokens for cl100k (<|endoftext|> 100257, <|fim_prefix|> 100258,
+    // <|fim_middle|> 100259, <|fim_suffix|> 100260, <|endofprompt|> 100276); ids run to the last.
+    std::ifstream file(cl100k);
+    int lines = 0;
+    for (std::string line; std::getline(file, line);) lines += !line.empty();
+    const std::vector<int> specials = {100257, 100258, 100259, 100260, 100276};
+    const int ids_in_all = specials.back() + 1;
+    const int unused = ids_in_all - lines - static_cast<int>(specials.size());
+    CHECK(lines == 100256);
+    CHECK(number(r.out, "cl100k vocabulary size") == ids_in_all);
+    CHECK(value_of(r.out, "cl100k vocabulary") ==
+          std::to_string(lines) + " ordinary tokens, " + std::to_string(specials.size()) + " special tokens, " +
+              std::to_string(unused) + " unused ids (" + std::to_string(ids_in_all) + " ids in all)");
 }
 
 TEST_CASE("example 01_tokenize: a missing Llama 2 file is a note, not a failure") {
@@ -163,6 +181,255 @@ TEST_CASE("example 03_embedding_lookup: id X is row X of the table; C2 arithmeti
     CHECK(number(r.out, "shipped model embedding parameters") == 512 * 64);
 }
 
+// ---- The shipped model's first layer in double precision, written from the weights alone ----
+// (for examples 04, 06 and 07: an independent reference for what they compute in fp32)
+
+static std::vector<double> embedding_double(const glass::Model& m, int id) {
+    const int dim = m.config.dim;
+    const float* row = m.token_embedding + std::int64_t{id} * dim;
+    return std::vector<double>(row, row + dim);
+}
+
+// g ⊙ x / sqrt(mean(x²) + eps)
+static std::vector<double> rmsnorm_double(const std::vector<double>& x, const glass::ConstVectorMap& gain, double eps) {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double inv_rms = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps);
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = gain(static_cast<Eigen::Index>(i)) * x[i] * inv_rms;
+    return y;
+}
+
+// y = W x, W stored [out, in] as in the checkpoint.
+template <typename W>
+static std::vector<double> matvec_double(const W& w, const std::vector<double>& x) {
+    std::vector<double> y(static_cast<size_t>(w.rows()), 0.0);
+    for (Eigen::Index o = 0; o < w.rows(); ++o)
+        for (Eigen::Index i = 0; i < w.cols(); ++i) y[static_cast<size_t>(o)] += double(w(o, i)) * x[static_cast<size_t>(i)];
+    return y;
+}
+
+// RoPE with llama2.c's adjacent pairs: in every head, pair (2i, 2i+1) turns by pos · θ^(−2i/head_dim).
+static void rope_double(std::vector<double>& v, int head_dim, int pos, double theta = 10000.0) {
+    for (size_t h = 0; h * head_dim < v.size(); ++h)
+        for (int i = 0; i < head_dim / 2; ++i) {
+            const double angle = pos * std::pow(theta, -2.0 * i / head_dim);
+            double& a = v[h * head_dim + 2 * i];
+            double& b = v[h * head_dim + 2 * i + 1];
+            const double x0 = a, x1 = b;
+            a = x0 * std::cos(angle) - x1 * std::sin(angle);
+            b = x0 * std::sin(angle) + x1 * std::cos(angle);
+        }
+}
+
+// What layer 0's MLP receives at position t of `ids`: the residual stream after attention
+// (positions 0..t only: causal), normalized with the MLP's gain.
+static std::vector<double> layer0_mlp_input_double(const glass::Model& m, const std::vector<int>& ids, int t) {
+    const glass::ModelConfig& c = m.config;
+    const glass::LayerWeights& w = m.layers[0];
+    const int hd = c.head_dim(), group = c.n_heads / c.n_kv_heads;
+    std::vector<std::vector<double>> k(static_cast<size_t>(t) + 1), v(static_cast<size_t>(t) + 1);
+    std::vector<double> q;
+    for (int p = 0; p <= t; ++p) {
+        const std::vector<double> xn = rmsnorm_double(embedding_double(m, ids[static_cast<size_t>(p)]), w.rms_att, c.norm_eps);
+        k[static_cast<size_t>(p)] = matvec_double(w.wk, xn);
+        v[static_cast<size_t>(p)] = matvec_double(w.wv, xn);
+        rope_double(k[static_cast<size_t>(p)], hd, p);
+        if (p == t) {
+            q = matvec_double(w.wq, xn);
+            rope_double(q, hd, p);
+        }
+    }
+    std::vector<double> attention(static_cast<size_t>(c.dim), 0.0);
+    for (int h = 0; h < c.n_heads; ++h) {
+        const int g = h / group;  // the KV head query head h reads
+        std::vector<double> weight(static_cast<size_t>(t) + 1);
+        double max_score = -1e300, sum = 0;
+        for (int p = 0; p <= t; ++p) {
+            double dot = 0;
+            for (int d = 0; d < hd; ++d) dot += q[size_t(h * hd + d)] * k[size_t(p)][size_t(g * hd + d)];
+            weight[size_t(p)] = dot / std::sqrt(double(hd));
+            max_score = std::max(max_score, weight[size_t(p)]);
+        }
+        for (double& x : weight) sum += (x = std::exp(x - max_score));
+        for (int p = 0; p <= t; ++p)
+            for (int d = 0; d < hd; ++d)
+                attention[size_t(h * hd + d)] += weight[size_t(p)] / sum * v[size_t(p)][size_t(g * hd + d)];
+    }
+    std::vector<double> x = embedding_double(m, ids[static_cast<size_t>(t)]);
+    const std::vector<double> projected = matvec_double(w.wo, attention);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += projected[i];
+    return rmsnorm_double(x, w.rms_ffn, c.norm_eps);
+}
+
+TEST_CASE("example 04_rope: the score depends on the distance only; two layouts; theta and Llama 3.1 scaling") {
+    for (const int offset : {0, 1000}) {
+        CAPTURE(offset);
+        const test::Run r = run_example("04_rope", offset ? std::to_string(offset) : "");
+        CHECK(number(r.out, "offset added to every position") == offset);
+        // Part 1: q = k = [1,0, 1,0, 1,0, 1,0], so pair i adds cos(d · 10000^(−2i/8)), d = m − n.
+        const std::vector<std::string> placed = lines_starting(r.out, "q at ");
+        REQUIRE(placed.size() >= 4);
+        std::map<int, std::vector<double>> by_distance;
+        for (const std::string& line : placed) {
+            INFO(line);
+            int m = -1, n = -1, d = -1;
+            double score = 0, by_hand = 0;
+            REQUIRE(std::sscanf(line.c_str(), "q at %d, k at %d, distance %d: score %lf, by hand %lf", &m, &n, &d,
+                                &score, &by_hand) == 5);
+            CHECK(d == m - n);
+            CHECK(n >= offset);
+            double want = 0;
+            for (int i = 0; i < 4; ++i) want += std::cos(d * std::pow(10000.0, -2.0 * i / 8));
+            // Printed with 4 decimals (±5e-5); fp32 angles at positions up to ~1,100 add < 1e-4.
+            CHECK(std::fabs(score - want) < 2e-4);
+            CHECK(std::fabs(by_hand - want) <= 5.01e-5);
+            by_distance[d].push_back(score);
+        }
+        // The claim needs the same distance at different places, and different distances.
+        CHECK(by_distance.size() >= 2);
+        bool some_distance_repeats = false;
+        for (const auto& [d, scores] : by_distance) some_distance_repeats |= scores.size() >= 2;
+        CHECK(some_distance_repeats);
+    }
+
+    const test::Run r = run_example("04_rope");
+    // Part 2, by hand: [1..8] at position 1; adjacent pairs (2i, 2i+1), half split (i, i+4), each
+    // turned by 10000^(−2i/8) radians.
+    std::vector<double> adjacent = {1, 2, 3, 4, 5, 6, 7, 8}, half = adjacent;
+    for (int i = 0; i < 4; ++i) {
+        const double a = std::pow(10000.0, -2.0 * i / 8), c = std::cos(a), s = std::sin(a);
+        const double x0 = adjacent[2 * i], x1 = adjacent[2 * i + 1];
+        adjacent[2 * i] = x0 * c - x1 * s;
+        adjacent[2 * i + 1] = x0 * s + x1 * c;
+        const double y0 = half[i], y1 = half[i + 4];
+        half[i] = y0 * c - y1 * s;
+        half[i + 4] = y0 * s + y1 * c;
+    }
+    const std::vector<double> adjacent_printed = numbers(value_of(r.out, "x at position 1, adjacent_pairs (0,1)(2,3)(4,5)(6,7)"));
+    const std::vector<double> half_printed = numbers(value_of(r.out, "x at position 1, half_split (0,4)(1,5)(2,6)(3,7)"));
+    REQUIRE(adjacent_printed.size() == 8);
+    REQUIRE(half_printed.size() == 8);
+    for (int i = 0; i < 8; ++i) {
+        CHECK(std::fabs(adjacent_printed[i] - adjacent[i]) < 1e-4);  // 4 decimals of fp32 values < 10
+        CHECK(std::fabs(half_printed[i] - half[i]) < 1e-4);
+    }
+
+    // Layer 0 scores of the shipped model, in double: original weights with adjacent rotation, and
+    // Hugging Face-permuted weights (head row i <- 2i, row i + hd/2 <- 2i + 1) with the same
+    // adjacent rotation, the mismatch. (Permuted weights with half_split rotation are the original
+    // numbers in other places: the same scores.)
+    const glass::Model& m = test::shipped();
+    const glass::ModelConfig& c = m.config;
+    const int hd = c.head_dim(), group = c.n_heads / c.n_kv_heads;
+    const std::vector<int> ids = test::shipped_tok().encode("Once upon a time", true, false);
+    const int n = static_cast<int>(ids.size());
+    const auto permute = [&](const std::vector<double>& v) {
+        std::vector<double> out(v.size());
+        for (size_t h = 0; h * hd < v.size(); ++h)
+            for (int i = 0; i < hd / 2; ++i) {
+                out[h * hd + i] = v[h * hd + 2 * i];
+                out[h * hd + i + hd / 2] = v[h * hd + 2 * i + 1];
+            }
+        return out;
+    };
+    std::vector<std::vector<double>> q(n), k(n), q_mixed(n), k_mixed(n);
+    for (int p = 0; p < n; ++p) {
+        const std::vector<double> xn = rmsnorm_double(embedding_double(m, ids[p]), m.layers[0].rms_att, c.norm_eps);
+        q[p] = matvec_double(m.layers[0].wq, xn);
+        k[p] = matvec_double(m.layers[0].wk, xn);
+        q_mixed[p] = permute(q[p]);
+        k_mixed[p] = permute(k[p]);
+        for (auto* v : {&q[p], &k[p], &q_mixed[p], &k_mixed[p]}) rope_double(*v, hd, p);
+    }
+    const auto score = [&](const std::vector<std::vector<double>>& qs, const std::vector<std::vector<double>>& ks,
+                           int h, int t, int j) {
+        double dot = 0;
+        for (int d = 0; d < hd; ++d) dot += qs[t][h * hd + d] * ks[j][(h / group) * hd + d];
+        return dot / std::sqrt(double(hd));
+    };
+    const std::vector<double> original = numbers(value_of(r.out, "llama2.c weights, adjacent_pairs"));
+    const std::vector<double> converted = numbers(value_of(r.out, "permuted weights, half_split"));
+    const std::vector<double> mixed = numbers(value_of(r.out, "permuted weights, adjacent_pairs (mismatch)"));
+    REQUIRE(original.size() == size_t(n));
+    REQUIRE(converted.size() == size_t(n));
+    REQUIRE(mixed.size() == size_t(n));
+    for (int j = 0; j < n; ++j) {
+        // Scores of a few units, printed with 4 decimals: 2e-4 covers fp32 and the rounding.
+        CHECK(std::fabs(original[j] - score(q, k, 0, n - 1, j)) < 2e-4);
+        CHECK(std::fabs(converted[j] - score(q, k, 0, n - 1, j)) < 2e-4);
+        CHECK(std::fabs(mixed[j] - score(q_mixed, k_mixed, 0, n - 1, j)) < 2e-4);
+    }
+    double worst_mismatch = 0;
+    for (int h = 0; h < c.n_heads; ++h)
+        for (int t = 0; t < n; ++t)
+            for (int j = 0; j <= t; ++j)
+                worst_mismatch = std::max(worst_mismatch, std::fabs(score(q_mixed, k_mixed, h, t, j) - score(q, k, h, t, j)));
+    CHECK(number(r.out, "scores compared, all 8 heads") == c.n_heads * n * (n + 1) / 2);
+    CHECK(std::fabs(number(r.out, "mismatch vs original, max abs difference") - worst_mismatch) < 2e-4);
+    CHECK(worst_mismatch > 1.0);  // the pitfall is not subtle
+    // The converted model differs only by the order of 8 fp32 additions: rounding, far below 1e-5.
+    CHECK(number(r.out, "permuted + half_split vs original, max abs difference") <= 1e-5);
+    CHECK(value_of(r.out, "permuted + half_split equals original (within 1e-5)") == "yes");
+
+    // Part 3: wavelengths 2π·θ^(2i/128) in double; fp32 pow is good to ~1e-6 relative.
+    const double two_pi = 2 * 3.14159265358979323846;
+    for (double theta : {10000.0, 500000.0}) {
+        char label[32];
+        std::snprintf(label, sizeof label, "theta %.0f", theta);
+        double w0 = 0, w63 = 0;
+        int pair63 = -1;
+        REQUIRE(std::sscanf(value_of(r.out, label).c_str(), "pair 0 wavelength %lf, pair %d wavelength %lf", &w0,
+                            &pair63, &w63) == 3);
+        CHECK(pair63 == 63);
+        CHECK(std::fabs(w0 - two_pi) < 0.006);
+        const double want63 = two_pi * std::pow(theta, 126.0 / 128);
+        CHECK(std::fabs(w63 - want63) < 0.5 + 1e-5 * want63);
+    }
+    // Llama 3.1's rule in double (see test_rope.cpp): count the pairs of each kind for θ 500,000.
+    int kept = 0, slowed = 0, first_blended = -1, last_blended = -1;
+    std::vector<double> f(64), scaled(64);
+    for (int i = 0; i < 64; ++i) {
+        f[i] = std::pow(500000.0, -2.0 * i / 128);
+        const double wavelength = two_pi / f[i];
+        if (wavelength < 2048) {
+            scaled[i] = f[i];
+            ++kept;
+        } else if (wavelength > 8192) {
+            scaled[i] = f[i] / 8;
+            ++slowed;
+        } else {
+            const double smooth = (8192 / wavelength - 1) / 3;
+            scaled[i] = (1 - smooth) * f[i] / 8 + smooth * f[i];
+            if (first_blended < 0) first_blended = i;
+            last_blended = i;
+        }
+    }
+    CHECK(number(r.out, "theta 500000 pairs kept (wavelength under 2048)") == kept);
+    CHECK(number(r.out, "theta 500000 pairs slowed 8x (wavelength over 8192)") == slowed);
+    CHECK(value_of(r.out, "theta 500000 pairs blended") ==
+          std::to_string(last_blended - first_blended + 1) + " (pairs " + std::to_string(first_blended) + ".." +
+              std::to_string(last_blended) + ")");
+    for (int i : {first_blended, last_blended, 63}) {
+        double before = 0, after = 0, divided = 0;
+        REQUIRE(std::sscanf(value_of(r.out, "pair " + std::to_string(i)).c_str(),
+                            "wavelength %lf -> %lf (frequency divided by %lf)", &before, &after, &divided) == 3);
+        CHECK(std::fabs(before - two_pi / f[i]) < 0.5 + 1e-5 * before);
+        CHECK(std::fabs(after - two_pi / scaled[i]) < 0.5 + 1e-5 * after);
+        CHECK(std::fabs(divided - f[i] / scaled[i]) < 5e-4 + 1e-5);
+    }
+    // The shipped model's 4 pairs: 2π·10000^(2i/8).
+    const std::string shipped = value_of(r.out, "shipped model (head_dim 8, theta 10000, context 512) wavelengths");
+    const std::vector<double> wavelengths = numbers(shipped);
+    REQUIRE(wavelengths.size() == 4);
+    for (int i = 0; i < 4; ++i)
+        CHECK(std::fabs(wavelengths[i] - two_pi * std::pow(10000.0, 2.0 * i / 8)) < 0.006 + 1e-6 * wavelengths[i]);
+
+    const test::Run bad = test::run(test::bin_dir() + "/04_rope -5");
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.err.find("'-5'") != std::string::npos);
+}
+
 TEST_CASE("example 05_attention_by_hand: C3's scores, weights and output") {
     const test::Run r = run_example("05_attention_by_hand");
     const double e = std::exp(1.0);
@@ -189,29 +456,134 @@ TEST_CASE("example 05_attention_by_hand: C3's scores, weights and output") {
     CHECK(value_of(r.out, "output rounded") == "7.3 5.4");
 }
 
-TEST_CASE("example 08_kv_cache_experiment: C4, cached attention equals recomputation") {
-    const test::Run r = run_example("08_kv_cache_experiment");
-    const int n = 3, d = 4;
+TEST_CASE("example 05_attention_by_hand: B's key as arguments; equal keys give uniform weights") {
+    CHECK(value_of(run_example("05_attention_by_hand").out, "key A") == "1 0, key B: 0 1");  // the default is C3
+    const test::Run r = run_example("05_attention_by_hand", "1 0");
+    CHECK(value_of(r.out, "key A") == "1 0, key B: 1 0");
+    // Both scores 1·1 + 0·0 = 1; softmax of equal scores is 1/2 each (exact in fp32); the output
+    // is the mean of the values, [5, 10].
+    CHECK(numbers(value_of(r.out, "scores")) == std::vector<double>{1.0, 1.0});
+    CHECK(numbers(value_of(r.out, "weights")) == std::vector<double>{0.5, 0.5});
+    CHECK(numbers(value_of(r.out, "output")) == std::vector<double>{5.0, 10.0});
+    // Another key, by hand: B = [2, 0] scores 2, so the weights are softmax([1, 2]).
+    const test::Run r2 = run_example("05_attention_by_hand", "2 0");
+    const double e = std::exp(1.0), w_b = e / (1 + e);
+    const std::vector<double> w = numbers(value_of(r2.out, "weights"));
+    REQUIRE(w.size() == 2);
+    CHECK(std::fabs(w[1] - w_b) < 2e-6);  // 6 decimals of an fp32 softmax
+    for (const char* bad : {"1", "1 x", "1 nan"}) {
+        const test::Run b = test::run(test::bin_dir() + "/05_attention_by_hand " + bad);
+        CHECK(b.exit_code == 1);
+        CHECK(b.err.find("error:") != std::string::npos);
+    }
+}
+
+// Example 06's printed MLP steps for `args`, against layer 0 in double for position `t` of `prompt`.
+static void check_example_06(const std::string& args, const std::string& prompt, int t) {
+    CAPTURE(args);
+    const test::Run r = run_example("06_mlp", args);
+    const glass::Model& m = test::shipped();
+    const glass::ModelConfig& c = m.config;
+    const std::vector<int> ids = test::shipped_tok().encode(prompt, true, false);
+    CHECK(value_of(r.out, "prompt") == prompt + " (" + std::to_string(ids.size()) + " tokens)");
+    CHECK(value_of(r.out, "position") ==
+          std::to_string(t) + " (\"" + test::shipped_tok().piece(ids[static_cast<size_t>(t)]) + "\")");
+
+    const std::vector<double> x = layer0_mlp_input_double(m, ids, t);
+    const std::vector<double> gate = matvec_double(m.layers[0].w1, x), up = matvec_double(m.layers[0].w3, x);
+    const auto silu = [](double g) { return g / (1 + std::exp(-g)); };
+    std::vector<double> h(gate.size());
+    for (size_t i = 0; i < h.size(); ++i) h[i] = silu(gate[i]) * up[i];
+    const std::vector<double> out = matvec_double(m.layers[0].w2, h);
+    // fp32 through norm, attention and two products vs double, values of order 1, printed with
+    // 6 decimals: 1e-4.
+    const double tol = 1e-4;
+    const std::vector<double> x_printed = numbers(value_of(r.out, "x, first 6 of 64"));
+    const std::vector<double> out_printed = numbers(value_of(r.out, "out, first 6 of 64"));
+    REQUIRE(x_printed.size() == 6);
+    REQUIRE(out_printed.size() == 6);
+    for (int i = 0; i < 6; ++i) {
+        CHECK(std::fabs(x_printed[i] - x[i]) < tol);
+        CHECK(std::fabs(out_printed[i] - out[i]) < tol);
+    }
+    // The unit table: "unit gate silu(gate) up h" for units 0..7.
+    int rows = 0;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+        const std::vector<double> v = numbers(line);
+        if (v.size() != 5 || line.find(':') != std::string::npos) continue;
+        const size_t i = static_cast<size_t>(v[0]);
+        REQUIRE(i < gate.size());
+        CHECK(std::fabs(v[1] - gate[i]) < tol);
+        CHECK(std::fabs(v[2] - silu(gate[i])) < tol);
+        CHECK(std::fabs(v[3] - up[i]) < tol);
+        CHECK(std::fabs(v[4] - h[i]) < tol);
+        ++rows;
+    }
+    CHECK(rows == 8);
+    // Counts: a unit whose |silu(gate)| lies within 1e-5 of the threshold could go either way.
+    int closed = 0, borderline = 0, negative = 0;
+    size_t widest = 0;
+    for (size_t i = 0; i < gate.size(); ++i) {
+        const double a = std::fabs(silu(gate[i]));
+        closed += a < 0.1 - 1e-5;
+        borderline += std::fabs(a - 0.1) <= 1e-5;
+        negative += gate[i] < 0;
+        if (std::fabs(h[i]) > std::fabs(h[widest])) widest = i;
+    }
+    const double printed_closed = number(r.out, "units the gate nearly closes (|silu(gate)| < 0.1)");
+    CHECK(printed_closed >= closed);
+    CHECK(printed_closed <= closed + borderline);
+    CHECK(number(r.out, "units with gate < 0") == negative);
+    size_t unit = 9999;
+    REQUIRE(std::sscanf(value_of(r.out, "largest |h|").c_str(), "unit %zu", &unit) == 1);
+    CHECK(unit == widest);
+    CHECK(numbers(value_of(r.out, "units with gate < 0")).at(1) == c.hidden_dim);  // "N of 172"
+    // The library's MLP on the whole block agrees with the single-row steps (fp32 rounding only).
+    CHECK(numbers(value_of(r.out, "steps vs glass::swiglu_mlp (all " + std::to_string(ids.size()) +
+                                      " rows at once), max abs difference")).at(0) <= 1e-5);
+    CHECK(value_of(r.out, "steps equal glass::swiglu_mlp (within 1e-5)") == "yes");
+}
+
+TEST_CASE("example 06_mlp: gate, up and SwiGLU on a real row, against layer 0 in double") {
+    check_example_06("", "Once upon a time", 4);
+    // Position 4 again with a word after it: causal attention and a per-row MLP give the same row.
+    check_example_06("0 \"Once upon a time there\" 4", "Once upon a time there", 4);
+    // Other layers run (the double reference covers layer 0 only).
+    CHECK(value_of(run_example("06_mlp", "4").out, "steps equal glass::swiglu_mlp (within 1e-5)") == "yes");
+    for (const char* bad : {"5", "-1", "0 \"Once\" 9", "x"}) {
+        const test::Run b = test::run(test::bin_dir() + "/06_mlp " + bad);
+        CHECK(b.exit_code == 1);
+        CHECK(b.err.find("is not an integer") != std::string::npos);
+    }
+}
+
+// Example 08 with n tokens, redone independently in double precision.
+static void check_example_08(int n) {
+    CAPTURE(n);
+    const test::Run r = run_example("08_kv_cache_experiment", n == 3 ? "" : std::to_string(n));
+    const int d = 4;
     // Both paths do the same fp32 operations on the same numbers in nearly the same order; any
     // difference is a few fp32 ulps of values of size ~1.
     CHECK(number(r.out, "max abs difference") <= 1e-6);
     CHECK(ints(lines_starting(r.out, "cache holds ").at(0)) == std::vector<int>{n});
     CHECK(ints(lines_starting(r.out, "cache holds ").at(1)) == std::vector<int>{n});
-    // Without a cache step t projects t+1 tokens: 1 + 2 + 3; with one, one token per step.
+    // Without a cache step t projects t+1 tokens: 1 + 2 + ... + n; with one, one token per step.
     CHECK(number(r.out, "K/V projections without cache") == n * (n + 1) / 2);
     CHECK(number(r.out, "K/V projections with cache") == n);
 
-    // Redo the experiment independently in double precision: the example draws its inputs from
-    // std::mt19937(2024) with uniform floats in [-1, 1): X [3,4], then W_Q, W_K, W_V [4,4].
+    // The example draws from std::mt19937(2024), uniform floats in [-1, 1): first W_Q, W_K, W_V
+    // [4,4], stored [in, out] (y = x W), then X [n,4].
     std::mt19937 rng(2024);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    double x[3][4], w[3][4][4];
+    double w[3][4][4];
+    std::vector<std::vector<double>> x(static_cast<size_t>(n), std::vector<double>(d));
+    for (auto& mat : w)
+        for (auto& row : mat)
+            for (double& v : row) v = uniform(rng);
     for (auto& row : x)
         for (double& v : row) v = uniform(rng);
-    for (auto& m : w)
-        for (auto& row : m)
-            for (double& v : row) v = uniform(rng);
-    double q[3][4] = {}, k[3][4] = {}, v[3][4] = {};
+    std::vector<std::vector<double>> q(n, std::vector<double>(d, 0.0)), k = q, v = q;
     for (int t = 0; t < n; ++t)
         for (int j = 0; j < d; ++j)
             for (int i = 0; i < d; ++i) {
@@ -220,19 +592,19 @@ TEST_CASE("example 08_kv_cache_experiment: C4, cached attention equals recomputa
                 v[t][j] += x[t][i] * w[2][i][j];
             }
     const std::vector<std::string> token_lines = lines_starting(r.out, "token ");
-    REQUIRE(token_lines.size() == n);
+    REQUIRE(static_cast<int>(token_lines.size()) == n);
     for (int t = 0; t < n; ++t) {
-        std::vector<double> s(t + 1), out(d, 0.0);
+        std::vector<double> sc(t + 1), out(d, 0.0);
         double max_s = -1e300, sum = 0;
         for (int j = 0; j <= t; ++j) {
-            s[j] = 0;
-            for (int i = 0; i < d; ++i) s[j] += q[t][i] * k[j][i];
-            s[j] /= std::sqrt(double(d));
-            max_s = std::max(max_s, s[j]);
+            sc[j] = 0;
+            for (int i = 0; i < d; ++i) sc[j] += q[t][i] * k[j][i];
+            sc[j] /= std::sqrt(double(d));
+            max_s = std::max(max_s, sc[j]);
         }
-        for (int j = 0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - max_s));
+        for (int j = 0; j <= t; ++j) sum += (sc[j] = std::exp(sc[j] - max_s));
         for (int j = 0; j <= t; ++j)
-            for (int i = 0; i < d; ++i) out[i] += s[j] / sum * v[j][i];
+            for (int i = 0; i < d; ++i) out[i] += sc[j] / sum * v[j][i];
         // "token t: output with cache: a b c d  | recomputed: ..." — the four after "cache:".
         const std::string line = token_lines[t];
         const std::vector<double> printed =
@@ -240,6 +612,22 @@ TEST_CASE("example 08_kv_cache_experiment: C4, cached attention equals recomputa
         REQUIRE(printed.size() == d);
         // fp32 vs double on O(1) values: ~1e-6; printed with 6 decimals: ±5e-7.
         for (int i = 0; i < d; ++i) CHECK(std::fabs(printed[i] - out[i]) < 1e-5);
+    }
+    // The K cache rows are the keys.
+    for (int t = 0; t < n; ++t) {
+        const std::vector<double> row = numbers(value_of(r.out, "  row " + std::to_string(t)));
+        REQUIRE(row.size() == d);
+        for (int i = 0; i < d; ++i) CHECK(std::fabs(row[i] - k[t][i]) < 1e-5);
+    }
+}
+
+TEST_CASE("example 08_kv_cache_experiment: C4, cached attention equals recomputation") {
+    check_example_08(3);
+    check_example_08(5);  // the walkthrough's "Try this"
+    for (const char* bad : {"0", "x", "1001"}) {
+        const test::Run b = test::run(test::bin_dir() + "/08_kv_cache_experiment " + bad);
+        CHECK(b.exit_code == 1);
+        CHECK(b.err.find(std::string("'") + bad + "'") != std::string::npos);
     }
 }
 
@@ -298,6 +686,89 @@ TEST_CASE("example 07_prefill: one pass fills the cache; the first token matches
             CHECK(std::fabs(k0 - std::sqrt(norm2)) < 1e-3);
         }
     }
+
+    // One product by loops: layer 0's K = xn Wkᵀ before RoPE, row n-1, in double from the weights.
+    const int dim = m.config.dim, kv_dim = m.config.kv_dim();
+    CHECK(value_of(r.out, "K = xn Wk^T of layer 0, by loops") ==
+          "[" + std::to_string(n_prompt) + ", " + std::to_string(dim) + "] x [" + std::to_string(dim) + ", " +
+              std::to_string(kv_dim) + "] -> [" + std::to_string(n_prompt) + ", " + std::to_string(kv_dim) + "], " +
+              std::to_string(n_prompt * kv_dim * dim) + " multiply-adds");
+    const std::vector<double> xn = rmsnorm_double(embedding_double(m, prompt_ids.back()), m.layers[0].rms_att, m.config.norm_eps);
+    const std::vector<double> k_last = matvec_double(m.layers[0].wk, xn);
+    const std::string row = "K row " + std::to_string(n_prompt - 1) + " first 4, ";
+    for (const std::string how : {"loops", "Eigen"}) {
+        const std::vector<double> printed = numbers(value_of(r.out, row + how));
+        REQUIRE(printed.size() == 4);
+        for (int o = 0; o < 4; ++o) CHECK(std::fabs(printed[o] - k_last[o]) < 1e-4);  // fp32, 6 decimals
+    }
+    // Same products, possibly summed in another order: rounding only (values ~1, 64 terms).
+    CHECK(number(r.out, "loops vs Eigen, max abs difference") <= 1e-5);
+    CHECK(value_of(r.out, "loops equal Eigen (within 1e-5)") == "yes");
+}
+
+// C6 for two prompts, computed here with two sessions of our own: per layer, how many numbers of
+// rows before the first differing id are bitwise equal, and how many of the later rows differ.
+static void check_example_07_c6(const std::string& args, const std::vector<int>& a, const std::vector<int>& b) {
+    CAPTURE(args);
+    const test::Run r = run_example("07_prefill", args);
+    REQUIRE(a.size() == b.size());
+    const int n = static_cast<int>(a.size());
+    int first = 0;
+    while (first < n && a[first] == b[first]) ++first;
+    CHECK(ints(value_of(r.out, "C6 other prompt ids")) == b);
+    CHECK(number(r.out, "C6 first position where the ids differ") == first);
+    const glass::Model& m = test::shipped();
+    glass::CpuSession sa(m), sb(m);
+    sa.prefill(a);
+    sb.prefill(b);
+    const int kv_dim = m.config.kv_dim();
+    bool all_earlier_equal = true;
+    for (int layer = 0; layer < m.config.n_layers; ++layer) {
+        int same_k = 0, same_v = 0, changed_k = 0, changed_v = 0;
+        for (int row = 0; row < n; ++row)
+            for (int i = 0; i < kv_dim; ++i) {
+                const bool k_eq = sa.cache().keys(layer, n)(row, i) == sb.cache().keys(layer, n)(row, i);
+                const bool v_eq = sa.cache().values(layer, n)(row, i) == sb.cache().values(layer, n)(row, i);
+                if (row < first) {
+                    same_k += k_eq;
+                    same_v += v_eq;
+                } else {
+                    changed_k += !k_eq;
+                    changed_v += !v_eq;
+                }
+            }
+        const int before = first * kv_dim, after = (n - first) * kv_dim;
+        all_earlier_equal &= same_k == before && same_v == before;
+        char want[200];
+        std::snprintf(want, sizeof want,
+                      "rows 0..%d unchanged K %d of %d, V %d of %d; rows %d..%d changed K %d of %d, V %d of %d",
+                      first - 1, same_k, before, same_v, before, first, n - 1, changed_k, after, changed_v, after);
+        CHECK(value_of(r.out, "C6 layer " + std::to_string(layer)) == want);
+        // The row that changed token is new in every layer, K and V alike.
+        CHECK(changed_k >= kv_dim);
+        CHECK(changed_v >= kv_dim);
+    }
+    CHECK(all_earlier_equal);  // C6 itself
+    CHECK(value_of(r.out, "C6 rows 0.." + std::to_string(first - 1) + " bitwise identical in every layer") ==
+          (all_earlier_equal ? "yes" : "no"));
+}
+
+TEST_CASE("example 07_prefill: C6, a changed token leaves every earlier K and V row of every layer unchanged") {
+    const glass::Llama2cTokenizer& tok = test::shipped_tok();
+    const std::vector<int> prompt = tok.encode("Once upon a time", true, false);
+    // The default other prompt: the last token swapped for " day".
+    std::vector<int> last_changed = prompt;
+    last_changed.back() = tok.find(" day");
+    REQUIRE(last_changed.back() >= 0);
+    REQUIRE(last_changed.back() != prompt.back());
+    check_example_07_c6("", prompt, last_changed);
+    // A middle token: " the" for " a" at position 3, the same " time" after it.
+    check_example_07_c6("\"Once upon a time\" \"Once upon the time\"", prompt,
+                        tok.encode("Once upon the time", true, false));
+    // Prompts of different lengths are refused, naming both lengths.
+    const test::Run bad = test::run(test::bin_dir() + "/07_prefill \"Once upon a time\" \"Once upon a time there\"");
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.err.find("6 tokens, the prompt 5") != std::string::npos);
 }
 
 TEST_CASE("example 10_decode: the cache grows by one per step and decode equals recompute (C5)") {
@@ -337,6 +808,84 @@ TEST_CASE("example 10_decode: the cache grows by one per step and decode equals 
     CHECK(number(r.out, "max rel err") <= 1e-5);
 }
 
+// Example 09's C12 block for one top_p, against the rules computed here: on paper in whole
+// percents, then in fp32 with the same additions glass makes, then the exact-landing distribution.
+static void check_example_09_top_p(const std::string& out, double top_p) {
+    CAPTURE(top_p);
+    const std::vector<std::string> names = {"Paris", "Lyon", "Rome", "Berlin"};  // descending
+    const auto first = [&](size_t n) {
+        std::string s;
+        for (size_t i = 0; i < n; ++i) s += (i ? " " : "") + names[i];
+        return s;
+    };
+    // How many tokens a rule keeps: the first prefix whose running sum reaches (>=) or exceeds (>)
+    // the threshold; everything if none does.
+    const auto kept = [](const auto& running, auto threshold, bool reaches) {
+        for (size_t i = 0; i < running.size(); ++i)
+            if (reaches ? running[i] >= threshold : running[i] > threshold) return i + 1;
+        return running.size();
+    };
+    const char* textbook = "textbook rule (sum >= p) keeps";
+    const char* llama2c = "llama2.c rule (sum > p) keeps";
+
+    // On paper: 80, 90, 95, 100 percent, exact integers.
+    const std::vector<int> paper = {80, 90, 95, 100};
+    const int p_percent = static_cast<int>(std::lround(top_p * 100));
+    CHECK(ints(value_of(out, "C12 on paper, running sum in percent")) == paper);
+    CHECK(value_of(out, std::string("C12 on paper, ") + textbook) == first(kept(paper, p_percent, true)));
+    CHECK(value_of(out, std::string("C12 on paper, ") + llama2c) == first(kept(paper, p_percent, false)));
+    if (top_p == 0.9) {  // the article's C12 holds on paper with the textbook rule
+        CHECK(first(kept(paper, p_percent, true)) == "Paris Lyon");
+        CHECK(first(kept(paper, p_percent, false)) == "Paris Lyon Rome");  // "exceeds" needs rounding
+    }
+
+    // In fp32: sums of the rounded probabilities, at run time (volatile: no constant folding).
+    volatile float p32[4] = {0.80f, 0.10f, 0.05f, 0.05f};
+    const float top_p32 = static_cast<float>(top_p);
+    std::vector<float> running;
+    float sum = 0.0f;
+    for (int i = 0; i < 4; ++i) running.push_back(sum += p32[i]);
+    // llama2.c's cutoff (1 - p)/(n - 1) drops none of these four, so the plain walk is its rule.
+    REQUIRE(0.05f >= (1.0f - top_p32) / 3.0f);
+    const std::vector<double> printed_running = numbers(value_of(out, "C12 fp32 running sum"));
+    REQUIRE(printed_running.size() == 4);
+    for (size_t i = 0; i < 4; ++i)  // %.9g round-trips a float exactly
+        CHECK(static_cast<float>(printed_running[i]) == running[i]);
+    CHECK(static_cast<float>(number(out, "C12 fp32 top_p")) == top_p32);
+    const size_t n_textbook = kept(running, top_p32, true);
+    CHECK(value_of(out, std::string("C12 fp32, ") + textbook) == first(n_textbook));
+    CHECK(value_of(out, std::string("C12 fp32, ") + llama2c) == first(kept(running, top_p32, false)));
+    if (top_p == 0.9) CHECK(running[1] > top_p32);  // why llama2.c's rule also stops at Lyon here
+
+    // Renormalized over the textbook set; 6 printed decimals (±5e-7) of fp32 divisions: 2e-6.
+    CHECK(number(out, "C12 kept count") == static_cast<double>(n_textbook));
+    const std::string renorm = value_of(out, "C12 renormalized");
+    const std::vector<double> kept_p = numbers(renorm);
+    REQUIRE(kept_p.size() == n_textbook);
+    CHECK(renorm.rfind("Paris", 0) == 0);
+    const double kept_mass = paper[n_textbook - 1] / 100.0;
+    for (size_t i = 0; i < n_textbook; ++i)
+        CHECK(std::fabs(kept_p[i] - (i == 0 ? 0.80 : i == 1 ? 0.10 : 0.05) / kept_mass) < 2e-6);
+    if (top_p == 0.9) {  // the article's rounded figures
+        CHECK(std::fabs(kept_p[0] - 0.889) < 5e-4);
+        CHECK(std::fabs(kept_p[1] - 0.111) < 5e-4);
+    }
+
+    // Exact landing: 0.5 + 0.25 is exactly 0.75 in fp32, so the rules keep different sets.
+    volatile float e32[4] = {0.5f, 0.25f, 0.125f, 0.125f};
+    std::vector<float> exact;
+    sum = 0.0f;
+    for (int i = 0; i < 4; ++i) exact.push_back(sum += e32[i]);
+    REQUIRE(exact[1] == 0.75f);
+    CHECK(numbers(value_of(out, "exact distribution")) == std::vector<double>{0.5, 0.25, 0.125, 0.125});
+    CHECK(number(out, "exact top_p") == 0.75);
+    CHECK(numbers(value_of(out, "exact running sum")) == std::vector<double>(exact.begin(), exact.end()));
+    CHECK(value_of(out, std::string("exact, ") + textbook) == first(kept(exact, 0.75f, true)));
+    CHECK(value_of(out, std::string("exact, ") + llama2c) == first(kept(exact, 0.75f, false)));
+    CHECK(kept(exact, 0.75f, true) == 2);
+    CHECK(kept(exact, 0.75f, false) == 3);
+}
+
 TEST_CASE("example 09_sampling: C11 greedy, C12 top-p, C13 temperature") {
     const test::Run r = run_example("09_sampling");
 
@@ -352,24 +901,10 @@ TEST_CASE("example 09_sampling: C11 greedy, C12 top-p, C13 temperature") {
     CHECK(std::fabs(freq[1] - 0.15) < 0.02);
     CHECK(std::fabs(freq[2] - 0.05) < 0.02);
 
-    // C12. 0.8 + 0.1 = 0.9 exactly on paper, which "reaches" but does not "exceed" 0.9. The
-    // nucleus rule glass shares with llama2.c is "exceeds", so {Paris, Lyon} relies on the fp32
-    // sum rounding up. Verify that fact here, independently of the example.
-    volatile float p08 = 0.8f, p01 = 0.1f, p09 = 0.9f;  // volatile: computed at run time
-    const bool fp32_sum_exceeds = p08 + p01 > p09;
-    CHECK(fp32_sum_exceeds);
-    CHECK(value_of(r.out, "C12 fp32 0.8f + 0.1f > 0.9f") == (fp32_sum_exceeds ? "yes" : "no"));
-    CHECK(value_of(r.out, "C12 kept") == "Paris Lyon");
-    CHECK(number(r.out, "C12 kept count") == 2);
-    const std::string renorm = value_of(r.out, "C12 renormalized");
-    const std::vector<double> kept_p = numbers(renorm);
-    REQUIRE(kept_p.size() == 2);
-    CHECK(renorm.rfind("Paris", 0) == 0);
-    // 6 printed decimals (±5e-7) of fp32 divisions: 2e-6.
-    CHECK(std::fabs(kept_p[0] - 0.8 / 0.9) < 2e-6);
-    CHECK(std::fabs(kept_p[1] - 0.1 / 0.9) < 2e-6);
-    CHECK(std::fabs(kept_p[0] - 0.889) < 5e-4);  // the article's rounded figures
-    CHECK(std::fabs(kept_p[1] - 0.111) < 5e-4);
+    // C12, and where the two nucleus rules part: checked for the default top_p and for the
+    // walkthrough's "Try this" value.
+    check_example_09_top_p(r.out, 0.9);
+    check_example_09_top_p(run_example("09_sampling", "0.95").out, 0.95);
 
     // C13: softmax(log(p) / T) ∝ p^(1/T), computed here in double.
     const double p[3] = {0.80, 0.15, 0.05};
@@ -399,7 +934,17 @@ TEST_CASE("example 09_sampling: C11 greedy, C12 top-p, C13 temperature") {
         last_rome = printed[2];
         last_entropy = entropy;
     }
-    CHECK(value_of(r.out, "C13 T=0 (greedy)") == "Paris 1.000000 Lyon 0.000000 Rome 0.000000");
+    // T = 0 is greedy: all the mass on the most probable city (found here, not assumed), and the
+    // limit the T = 0.1 row is already within 1e-4 of ((0.15/0.8)^10 ≈ 5e-8).
+    const std::vector<double> greedy = numbers(value_of(r.out, "C13 T=0 (greedy)"));
+    const std::vector<double> cold = numbers(value_of(r.out, "C13 T=0.1"));
+    REQUIRE(greedy.size() == 3);
+    const int favourite = static_cast<int>(std::max_element(p, p + 3) - p);
+    for (int i = 0; i < 3; ++i) {
+        CHECK(greedy[static_cast<size_t>(i)] == (i == favourite ? 1.0 : 0.0));
+        CHECK(std::fabs(cold[static_cast<size_t>(i)] - greedy[static_cast<size_t>(i)]) < 1e-4);
+    }
+    CHECK(r.out.find("C13 T=0 (greedy): Paris ") != std::string::npos);  // city names in p's order
 }
 
 TEST_CASE("example 11_generate: the streamed story matches llama2.c; C10 arithmetic") {
@@ -421,9 +966,47 @@ TEST_CASE("example 11_generate: the streamed story matches llama2.c; C10 arithme
     REQUIRE(to != std::string::npos);
     CHECK(r.out.substr(from + 10, to - from - 10) == g["text"].get<std::string>());
 
-    // Timings vary run to run: only check they are there and not negative.
-    for (const char* label : {"timing ttft ms", "timing tpot ms", "timing total ms"})
-        CHECK(number(r.out, label) >= 0);
+    // Timings vary run to run, but they must hang together. Printed with 4 decimals (±5e-5 ms).
+    const double rounding = 5e-5;
+    const auto check_timings = [&](const std::string& out, int n_tokens) {
+        const double ttft = number(out, "timing ttft ms"), tpot = number(out, "timing tpot ms");
+        const double total = number(out, "timing total ms");
+        const double shortest = number(out, "timing shortest gap ms");
+        const double longest = number(out, "timing longest gap ms");
+        CHECK(ttft > 0);
+        CHECK(total >= ttft);
+        CHECK(shortest <= tpot + 2 * rounding);  // a mean lies between the extremes
+        CHECK(tpot <= longest + 2 * rounding);
+        // The program's own clock around generate() includes everything generate() measured.
+        CHECK(number(out, "timing wall clock around generate() ms") >= total - 2 * rounding);
+        CHECK(number(out, "timing decode tokens/s") == doctest::Approx(1000.0 / tpot).epsilon(0.01));
+
+        const std::vector<std::string> list = lines_starting(out, "timing token ms:");
+        if (list.empty()) return;
+        const std::vector<double> t = numbers(list.at(0).substr(16));
+        REQUIRE(static_cast<int>(t.size()) == n_tokens);
+        CHECK(std::fabs(t.front() - ttft) <= rounding);  // the first token's time is TTFT
+        CHECK(std::fabs(t.back() - total) <= rounding);  // the last one's, the total
+        double gap_sum = 0, min_gap = 1e300, max_gap = 0;
+        for (size_t i = 1; i < t.size(); ++i) {
+            const double gap = t[i] - t[i - 1];
+            CHECK(gap >= 0);  // chosen one after another
+            gap_sum += gap;
+            min_gap = std::min(min_gap, gap);
+            max_gap = std::max(max_gap, gap);
+        }
+        // TPOT is the mean gap after the first token: each gap here is off by at most 2 · 5e-5,
+        // the printed TPOT by 5e-5.
+        CHECK(std::fabs(gap_sum / (n_tokens - 1) - tpot) <= 3 * rounding);
+        CHECK(std::fabs(min_gap - shortest) <= 3 * rounding);
+        CHECK(std::fabs(max_gap - longest) <= 3 * rounding);
+    };
+    check_timings(r.out, expected_new);
+    CHECK(lines_starting(r.out, "timing token ms:").empty());  // only with --timestamps
+    const test::Run stamped = run_example("11_generate", "'Once upon a time' 32 --timestamps");
+    CHECK(ints(value_of(stamped.out, "generated ids")) == test::ids_of(g["generated_ids"]));
+    REQUIRE(lines_starting(stamped.out, "timing token ms:").size() == 1);
+    check_timings(stamped.out, expected_new);
 
     // C10: TTFT = prefill; TPOT = 1/50 s; latency = TTFT + 199 · TPOT. Printed with 2 decimals
     // (1 for milliseconds), hence the tolerances.

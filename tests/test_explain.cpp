@@ -8,8 +8,12 @@
 //   - the page: its embedded data equals --json, and it loads nothing from the network.
 // Also: JSON shape, and bad input (missing -p, bad -n, unknown flag, unwritable --html).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -231,14 +235,63 @@ TEST_CASE("explain: greedy tokens are llama2.c's, and every number matches an in
         CHECK(e.text.find("= " + std::to_string(per_token * tokens) + " B") != std::string::npos);
     }
 
+    // Greedy: the draw's distribution is all on the argmax, which is the top-1.
+    for (const nlohmann::json& step : j["steps"]) {
+        CHECK(step["top5"][0]["draw_probability"] == 1.0);
+        for (int k = 1; k < 5; ++k) CHECK(step["top5"][k]["draw_probability"] == 0.0);
+        CHECK(step["decision"]["draw_probability"] == 1.0);
+    }
+
     // The text is labelled by stage, in journey order.
     size_t at = 0;
-    for (const char* label : {"[1 tokenize]", "[2 embed]", "[3-5 prefill]", "[6 KV cache]", "[7 logits -> top-5]",
-                              "[8 sample]", "[3-5 decode step 1]"}) {
+    for (const char* label : {"[1 tokenization]", "[2 embedding]", "[6 prefill]", "  KV cache: ", "[7 sampling]",
+                              "[8 decode step 1]", "[7 sampling]", "[8 decode step 6]"}) {
         CAPTURE(label);
         const size_t found = e.text.find(label, at);
         CHECK(found != std::string::npos);
-        if (found != std::string::npos) at = found;
+        if (found != std::string::npos) at = found + 1;
+    }
+}
+
+TEST_CASE("explain: every stage label uses the article's (and README's) stage numbers") {
+    // ARTICLE-MAP.md lists the stages as "N. **Name** — ...", and README's journey table numbers
+    // its rows the same way; a label "[N word ...]" must name stage N.
+    std::map<int, std::string> stage_names;  // 1 -> "tokenization", ...
+    {
+        std::ifstream map(test::shared_dir() + "/ARTICLE-MAP.md");
+        REQUIRE(map.good());
+        const std::regex stage_re("^(\\d+)\\. \\*\\*([^*]+)\\*\\*");
+        for (std::string line; std::getline(map, line);) {
+            std::smatch m;
+            if (std::regex_search(line, m, stage_re)) {
+                std::string name = m[2];
+                for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+                stage_names[std::stoi(m[1])] = name;
+            }
+        }
+    }
+    REQUIRE(stage_names.size() >= 9);
+    const std::string readme = read_file(test::models_dir() + "/../README.md");
+    for (const std::string& args : {std::string("-p 'Once upon a time' -n 2 --json"),
+                                    std::string("-p 'Once upon a time' -n 2 --temperature 0.8 --json")}) {
+        CAPTURE(args);
+        const Explained e = explain(args);
+        const std::regex label_re("\\[(\\d+)(-\\d+)? ([a-z]+)");
+        int labels = 0;
+        std::set<int> seen;
+        for (auto it = std::sregex_iterator(e.text.begin(), e.text.end(), label_re); it != std::sregex_iterator(); ++it) {
+            const int n = std::stoi((*it)[1]);
+            const std::string word = (*it)[3];
+            CAPTURE(it->str());
+            CHECK(!(*it)[2].matched);  // one stage per label, no ranges like "3-5"
+            REQUIRE(stage_names.count(n) == 1);
+            CHECK(stage_names[n].rfind(word, 0) == 0);  // "[6 prefill]" names stage 6, "Prefill"
+            CHECK(readme.find("| " + std::to_string(n) + " | ") != std::string::npos);
+            seen.insert(n);
+            ++labels;
+        }
+        CHECK(seen == std::set<int>{1, 2, 6, 7, 8});
+        CHECK(labels == 2 + 1 + 3 + 2);  // tokenization, embedding, prefill, 3 sampling, 2 decode steps
     }
 }
 
@@ -343,5 +396,254 @@ TEST_CASE("explain: bad input is one line on stderr, a non-zero exit and nothing
         CHECK(r.out.empty());
         CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
         CHECK(r.err.find(k.named) != std::string::npos);
+    }
+}
+
+// ---- the sampling decision: the distribution the draw used -------------------------------------
+
+namespace {
+
+// The distribution a draw walks, recomputed here in double from the logits and the rules as the
+// README states them: softmax(logits / T); most probable first (ties: lower id); keep the top k;
+// keep p >= min_p · p_max; keep the shortest prefix whose sum exceeds top_p (llama2.c's rule, the
+// default); renormalize. With no truncation asked, llama2.c walks every token in id order.
+// `margin` receives how close any cut came to its threshold (a near tie fp32 could decide the
+// other way; the test then says so rather than compare).
+std::vector<std::pair<int, double>> draw_distribution(std::span<const float> logits, double t, int top_k, double min_p,
+                                                      double top_p, double& margin) {
+    std::vector<double> p(logits.size());
+    double max_logit = logits[0], sum = 0;
+    for (float l : logits) max_logit = std::max(max_logit, static_cast<double>(l));
+    for (size_t i = 0; i < p.size(); ++i) sum += p[i] = std::exp((logits[i] - max_logit) / t);
+    std::vector<std::pair<int, double>> kept;
+    for (size_t i = 0; i < p.size(); ++i) kept.push_back({static_cast<int>(i), p[i] / sum});
+    margin = 1;
+    if (top_k == 0 && min_p == 0 && top_p >= 1) return kept;  // id order, nothing cut
+    std::stable_sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    auto renormalize = [&] {
+        double mass = 0;
+        for (const auto& c : kept) mass += c.second;
+        for (auto& c : kept) c.second /= mass;
+    };
+    if (top_k > 0 && static_cast<size_t>(top_k) < kept.size()) {
+        margin = std::min(margin, kept[top_k - 1].second - kept[top_k].second);
+        kept.resize(static_cast<size_t>(top_k));
+        renormalize();
+    }
+    if (min_p > 0) {
+        const double threshold = min_p * kept.front().second;
+        size_t n = 0;
+        while (n < kept.size() && kept[n].second >= threshold) ++n;
+        for (const auto& c : kept) margin = std::min(margin, std::fabs(c.second - threshold));
+        kept.resize(n);
+        renormalize();
+    }
+    if (top_p < 1) {
+        double cumulative = 0;
+        for (size_t i = 0; i < kept.size(); ++i) {
+            cumulative += kept[i].second;
+            margin = std::min(margin, std::fabs(cumulative - top_p));
+            if (cumulative > top_p) {
+                kept.resize(i + 1);
+                break;
+            }
+        }
+        renormalize();
+    }
+    return kept;
+}
+
+}  // namespace
+
+TEST_CASE("explain: the printed sampling distribution is the one the draw used") {
+    struct Case {
+        std::string flags;
+        double temperature, top_p, min_p;
+        int top_k;
+        std::uint64_t seed;
+    };
+    const std::vector<Case> cases = {
+        {"--temperature 0.8 --top-p 0.9 --seed 7", 0.8, 0.9, 0, 0, 7},
+        {"--temperature 1.5 --top-k 5 --top-p 1 --seed 3", 1.5, 1, 0, 5, 3},
+        {"--temperature 1.2 --min-p 0.05 --top-p 0.95 --seed 9", 1.2, 0.95, 0.05, 0, 9},
+        {"--temperature 1 --top-p 1 --seed 5", 1, 1, 0, 0, 5},  // no truncation: id order
+    };
+    // Probabilities: explain's fp32 softmax and renormalization against double here; a few ulps of
+    // values <= 1, so 1e-5 absolute. The coin is compared exactly (the same xorshift64*, fp32).
+    constexpr double kTolerance = 1e-5;
+    const glass::Model& m = test::shipped();
+    for (const Case& c : cases) {
+        CAPTURE(c.flags);
+        const int decode_steps = 6;
+        const Explained e = explain("-p 'Once upon a time' -n " + std::to_string(decode_steps) + " " + c.flags + " --json");
+        const std::vector<int> prompt_ids = test::ids_of(e.json["prompt_ids"]);
+        const std::vector<int> generated = test::ids_of(e.json["generated_ids"]);
+        REQUIRE(e.json["steps"].size() == generated.size());
+        glass::CpuSession session(m);
+        glass::Llama2cRng rng(c.seed);
+        int coins_checked = 0;
+        for (size_t s = 0; s < generated.size(); ++s) {
+            CAPTURE(s);
+            const nlohmann::json& d = e.json["steps"][s]["decision"];
+            const std::span<const float> logits = s == 0 ? session.prefill(prompt_ids) : session.decode(generated[s - 1]);
+            double margin = 1;
+            const auto want = draw_distribution(logits, c.temperature, c.top_k, c.min_p, c.top_p, margin);
+            REQUIRE_MESSAGE(margin > 1e-5, "a cut lands within 1e-5 of its threshold; pick another case");
+
+            // The distribution in the JSON: the same tokens, in the order the draw walks, same p.
+            CHECK(d["rule"] == "sample");
+            CHECK(d["order"] == (c.top_k == 0 && c.min_p == 0 && c.top_p >= 1 ? "id" : "probability"));
+            CHECK(d["candidates"] == want.size());
+            REQUIRE(d["distribution"].size() == want.size());
+            double max_diff = 0;
+            for (size_t i = 0; i < want.size(); ++i) {
+                CHECK(d["distribution"][i][0] == want[i].first);
+                max_diff = std::max(max_diff, std::fabs(d["distribution"][i][1].get<double>() - want[i].second));
+            }
+            CHECK(max_diff <= kTolerance);
+
+            // The coin is llama2.c's next draw from the seed; it lands in the chosen token's stretch.
+            const float coin = rng.next_f32();
+            CHECK(d["coin"].get<float>() == coin);
+            double before = 0;
+            for (const auto& [id, p] : want) {
+                if (id == generated[s]) {
+                    CHECK(std::fabs(d["cumulative_before"].get<double>() - before) <= kTolerance);
+                    CHECK(std::fabs(d["cumulative_after"].get<double>() - (before + p)) <= kTolerance);
+                    CHECK(std::fabs(d["draw_probability"].get<double>() - p) <= kTolerance);
+                    if (coin - before > kTolerance && before + p - coin > kTolerance) ++coins_checked;
+                    CHECK(coin >= before - kTolerance);
+                    CHECK(coin < before + p + kTolerance);
+                    break;
+                }
+                before += p;
+            }
+            CHECK(d["id"] == generated[s]);
+
+            // Top-5 (by the model, T = 1) each carry their draw probability (0 = truncated away).
+            std::map<int, double> draw_p;
+            for (const auto& [id, p] : want) draw_p[id] = p;
+            for (const nlohmann::json& t : e.json["steps"][s]["top5"]) {
+                const double expected = draw_p.count(t["id"]) ? draw_p[t["id"]] : 0.0;
+                CHECK(std::fabs(t["draw_probability"].get<double>() - expected) <= kTolerance);
+            }
+        }
+        CHECK(coins_checked >= decode_steps);  // (nearly) every coin was clear of an edge
+
+        // The text prints the same numbers: "p P  draw p Q" per top-5 row (4 decimals: 5e-5 + tolerance).
+        const std::regex row_re("\\n +(\\d+) .* p ([0-9.]+)  draw p ([0-9.]+)  \\(logit");
+        size_t rows = 0, step = 0;
+        for (auto it = std::sregex_iterator(e.text.begin(), e.text.end(), row_re); it != std::sregex_iterator(); ++it, ++rows) {
+            step = rows / 5;
+            REQUIRE(step < e.json["steps"].size());
+            const nlohmann::json& t = e.json["steps"][step]["top5"][rows % 5];
+            CHECK(std::stoi((*it)[1]) == t["id"].get<int>());
+            CHECK(std::fabs(std::stod((*it)[2]) - t["probability"].get<double>()) <= 5e-5 + kTolerance);
+            CHECK(std::fabs(std::stod((*it)[3]) - t["draw_probability"].get<double>()) <= 5e-5 + kTolerance);
+        }
+        CHECK(rows == 5 * e.json["steps"].size());
+    }
+}
+
+// ---- the text filters ----------------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+TEST_CASE("explain: --brief, --layer and --head thin the text, never the JSON") {
+    const glass::ModelConfig& c = test::shipped().config;
+    const std::string base = "-p 'Once upon a time' -n 4 --json";
+    const Explained full = explain(base);
+    const std::vector<std::string> all = lines_of(full.text);
+    const size_t steps = full.json["steps"].size();
+    REQUIRE(steps == 5);
+    auto count = [](const std::vector<std::string>& lines, const std::string& prefix) {
+        return static_cast<size_t>(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return starts_with(l, prefix); }));
+    };
+    REQUIRE(count(all, "  layer ") == steps * c.n_layers);
+    REQUIRE(count(all, "    head ") == steps * c.n_layers * c.n_heads);
+
+    SUBCASE("--brief: pieces, top-5, decision and cache bytes; no embedding, layer or head lines") {
+        const Explained brief = explain(base + " --brief");
+        const std::vector<std::string> lines = lines_of(brief.text);
+        CHECK(brief.json == full.json);
+        CHECK(count(lines, "  layer ") == 0);
+        CHECK(count(lines, "    head ") == 0);
+        CHECK(count(lines, "  position 0 ") == 0);  // embedding rows ("  position 0 \"...\"  -0.1271 ...")
+        CHECK(brief.text.find("[2 embedding]") == std::string::npos);
+        // Exactly the full text minus those lines (and the embedding block's title and blank line).
+        size_t embedding_lines = 2;
+        for (size_t p = 0; p < full.json["prompt_ids"].size(); ++p)
+            embedding_lines += count(all, "  position " + std::to_string(p) + " ");
+        CHECK(embedding_lines == 2 + full.json["prompt_ids"].size());
+        CHECK(lines.size() == all.size() - count(all, "  layer ") - count(all, "    head ") - embedding_lines);
+        CHECK(count(lines, "  KV cache: ") == steps);
+        CHECK(count(lines, "[7 sampling]") == steps);
+        CHECK(count(lines, "  greedy: ") == steps);
+        CHECK(lines.size() < all.size() / 3);
+    }
+    SUBCASE("--layer L: that layer's lines, as in the full text") {
+        const Explained one = explain(base + " --layer 2");
+        const std::vector<std::string> lines = lines_of(one.text);
+        CHECK(one.json == full.json);
+        CHECK(count(lines, "  layer ") == steps);
+        CHECK(count(lines, "  layer 2 ") == steps);
+        CHECK(count(lines, "    head ") == steps * c.n_heads);
+        for (const std::string& line : lines)  // every kept line is one of the full text's
+            if (starts_with(line, "  layer ") || starts_with(line, "    head "))
+                CHECK(std::find(all.begin(), all.end(), line) != all.end());
+    }
+    SUBCASE("--head H: that head in every layer, with its KV head") {
+        const int h = 3;
+        const Explained one = explain(base + " --head " + std::to_string(h));
+        const std::vector<std::string> lines = lines_of(one.text);
+        const std::string kv = std::to_string(h / c.heads_per_kv_head());
+        CHECK(count(lines, "  layer ") == steps * c.n_layers);
+        CHECK(count(lines, "    head ") == steps * c.n_layers);
+        CHECK(count(lines, "    head 3 (kv " + kv + ") ") == steps * c.n_layers);
+    }
+    SUBCASE("--layer and --head together: one line per step") {
+        const Explained one = explain(base + " --layer 4 --head 7");
+        const std::vector<std::string> lines = lines_of(one.text);
+        CHECK(count(lines, "  layer 4 ") == steps);
+        CHECK(count(lines, "  layer ") == steps);
+        CHECK(count(lines, "    head 7 ") == steps);
+        CHECK(count(lines, "    head ") == steps);
+    }
+}
+
+TEST_CASE("explain: filter values are checked against the model and name themselves") {
+    const glass::ModelConfig& c = test::shipped().config;
+    struct Case {
+        std::string args;
+        int exit_code;
+        std::vector<std::string> named;
+    };
+    const std::vector<Case> cases = {
+        {"--layer " + std::to_string(c.n_layers), 1, {"--layer " + std::to_string(c.n_layers), std::to_string(c.n_layers) + " layers"}},
+        {"--layer -1", 1, {"--layer -1"}},
+        {"--head " + std::to_string(c.n_heads), 1, {"--head " + std::to_string(c.n_heads), std::to_string(c.n_heads) + " query heads"}},
+        {"--head two", 2, {"--head", "two"}},
+        {"--brief --layer 1", 2, {"--brief", "--layer"}},
+        {"--brief --head 1", 2, {"--brief", "--head"}},
+    };
+    for (const Case& k : cases) {
+        CAPTURE(k.args);
+        const test::Run r = test::run(glass_cmd() + " explain -p hi " + k.args);
+        CAPTURE(r.err);
+        CHECK(r.exit_code == k.exit_code);
+        CHECK(r.out.empty());
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        for (const std::string& s : k.named) CHECK(r.err.find(s) != std::string::npos);
     }
 }

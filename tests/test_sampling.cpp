@@ -1,5 +1,6 @@
-// Sampling: llama2.c's sampler draw for draw, top-p edge cases, parameter validation, and the
-// statistics of 100k seeded draws against the distribution each setting defines.
+// Sampling: llama2.c's sampler draw for draw, top-p edge cases (both nucleus rules, and the exact
+// landings where they part), parameter validation, sampling_distribution, and the statistics of
+// 100k seeded draws against the distribution each setting defines.
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -108,14 +109,124 @@ TEST_CASE("top-p edge cases (pitfall 7)") {
         glass::keep_top_p(c, 0.6f);
         CHECK(kept_ids(c) == std::vector<int>{1});
     }
-    SUBCASE("C12: top-p 0.9 on Paris .80 / Lyon .10 / Rome .05 / Berlin .05") {
-        auto c = glass::sorted_candidates(std::vector<float>{0.80f, 0.10f, 0.05f, 0.05f});
-        glass::keep_top_p(c, 0.9f);
-        // 0.8f + 0.1f rounds to 0.90000004f > 0.9f: Lyon crosses p and is kept; Rome is not needed.
-        REQUIRE(kept_ids(c) == std::vector<int>{0, 1});
-        glass::renormalize(c);
-        CHECK(c[0].p == doctest::Approx(0.889).epsilon(0.001));
-        CHECK(c[1].p == doctest::Approx(0.111).epsilon(0.005));
+    SUBCASE("C12: top-p 0.9 on Paris .80 / Lyon .10 / Rome .05 / Berlin .05, both rules") {
+        for (auto rule : {glass::NucleusRule::reaches_p, glass::NucleusRule::exceeds_p_llama2c}) {
+            auto c = glass::sorted_candidates(std::vector<float>{0.80f, 0.10f, 0.05f, 0.05f});
+            glass::keep_top_p(c, 0.9f, rule);
+            // reaches_p: 0.8 + 0.1 reaches 0.9. exceeds_p_llama2c: only because 0.8f + 0.1f rounds
+            // to 0.90000004f > 0.9f (= 0.89999998f).
+            REQUIRE(kept_ids(c) == std::vector<int>{0, 1});
+            glass::renormalize(c);
+            CHECK(c[0].p == doctest::Approx(0.889).epsilon(0.001));
+            CHECK(c[1].p == doctest::Approx(0.111).epsilon(0.005));
+        }
+    }
+    SUBCASE("the textbook rule: same edge cases") {
+        const auto reaches = glass::NucleusRule::reaches_p;
+        auto c = glass::sorted_candidates(probs);
+        glass::keep_top_p(c, 0.6f, reaches);
+        CHECK(kept_ids(c) == std::vector<int>{1, 2});
+        c = glass::sorted_candidates(probs);
+        glass::keep_top_p(c, 1.0f, reaches);
+        CHECK(c.size() == 4);
+        c = glass::sorted_candidates(probs);
+        glass::keep_top_p(c, 1e-6f, reaches);
+        CHECK(kept_ids(c) == std::vector<int>{1});
+        std::vector<float> flat(1000, 0.000999f);  // the fp32 sum never reaches p: keep all, in bounds
+        c = glass::sorted_candidates(flat);
+        glass::keep_top_p(c, 0.9999999f, reaches);
+        CHECK(c.size() == 1000);
+    }
+}
+
+TEST_CASE("top-p: a running sum landing exactly on top_p is where the two rules part") {
+    using glass::NucleusRule;
+    auto kept = [](const std::vector<float>& probs, float top_p, NucleusRule rule) {
+        auto c = glass::sorted_candidates(probs);
+        glass::keep_top_p(c, top_p, rule);
+        std::vector<int> ids;
+        for (const auto& x : c) ids.push_back(x.id);
+        return ids;
+    };
+    // Halves, quarters and eighths are exact binary fractions, so these sums have no rounding at
+    // all: checked at run time (volatile, so the compiler cannot fold them).
+    volatile float half = 0.5f, quarter = 0.25f, eighth = 0.125f;
+    REQUIRE(half + quarter == 0.75f);
+    REQUIRE(half + quarter + eighth == 0.875f);
+    const std::vector<float> probs = {0.125f, 0.5f, 0.125f, 0.25f};  // descending: ids 1, 3, 0, 2
+
+    SUBCASE("the second running sum equals top_p = 0.75") {
+        // reaches_p stops at the token that makes the sum 0.75 (flip >= to > and it keeps 3)
+        CHECK(kept(probs, 0.75f, NucleusRule::reaches_p) == std::vector<int>{1, 3});
+        // llama2.c needs the sum to exceed 0.75: one more token (flip > to >= and it keeps 2).
+        // Its cutoff (1 - 0.75)/3 = 0.083 drops none of them.
+        CHECK(kept(probs, 0.75f, NucleusRule::exceeds_p_llama2c) == std::vector<int>{1, 3, 0});
+        CHECK(glass::SamplingParams{}.nucleus == NucleusRule::exceeds_p_llama2c);  // the default
+    }
+    SUBCASE("the first running sum equals top_p = 0.5") {
+        CHECK(kept(probs, 0.5f, NucleusRule::reaches_p) == std::vector<int>{1});
+        CHECK(kept(probs, 0.5f, NucleusRule::exceeds_p_llama2c) == std::vector<int>{1, 3});
+    }
+    SUBCASE("the third running sum equals top_p = 0.875") {
+        CHECK(kept(probs, 0.875f, NucleusRule::reaches_p) == std::vector<int>{1, 3, 0});
+        CHECK(kept(probs, 0.875f, NucleusRule::exceeds_p_llama2c) == std::vector<int>{1, 3, 0, 2});
+    }
+    SUBCASE("just off the landing the rules agree") {
+        for (float p : {0.74f, 0.76f})
+            CHECK(kept(probs, p, NucleusRule::reaches_p) == kept(probs, p, NucleusRule::exceeds_p_llama2c));
+    }
+    SUBCASE("through sample(): which tokens can ever be drawn") {
+        // log(p) logits give back p exactly here (checked), so sample() sees the landing too.
+        std::vector<float> logits;
+        for (float p : probs) logits.push_back(std::log(p));
+        REQUIRE(glass::probabilities(logits, 1.0f) == probs);
+        for (auto rule : {NucleusRule::reaches_p, NucleusRule::exceeds_p_llama2c}) {
+            glass::SamplingParams params;
+            params.top_p = 0.75f;
+            params.nucleus = rule;
+            glass::Llama2cRng rng(99);
+            std::vector<int> counts(4, 0);
+            for (int i = 0; i < 4000; ++i) ++counts[size_t(glass::sample(logits, params, rng))];
+            CHECK(counts[2] == 0);  // the last eighth: never kept
+            if (rule == NucleusRule::reaches_p) CHECK(counts[0] == 0);
+            else CHECK(counts[0] > 300);  // kept: 1/7 of the draws, ~571 ± 22
+        }
+    }
+}
+
+TEST_CASE("sampling_distribution is what sample() draws from; T = 0 is greedy's one-hot") {
+    const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+    glass::SamplingParams params;
+    SUBCASE("temperature 0: all mass on sample_argmax, lowest id on a tie") {
+        params.temperature = 0.0f;
+        CHECK(glass::sampling_distribution(logits, params) == std::vector<float>{0, 1, 0, 0, 0});
+    }
+    SUBCASE("no truncation: softmax at T") {
+        params.temperature = 0.5f;
+        CHECK(glass::sampling_distribution(logits, params) == glass::probabilities(logits, 0.5f));
+    }
+    SUBCASE("truncation: the kept tokens renormalized, the rest 0") {
+        // softmax at T = 1, descending: ids 1 and 3 (0.379 each), 4 (0.139), 0 (0.084), 2 (0.019).
+        // top-p 0.7 keeps {1, 3}: 0.379 is short of 0.7, 0.757 passes it under both rules.
+        const std::vector<double> expected = {0, 0.5, 0, 0.5, 0};
+        params.top_p = 0.7f;
+        for (auto rule : {glass::NucleusRule::reaches_p, glass::NucleusRule::exceeds_p_llama2c}) {
+            params.nucleus = rule;
+            const std::vector<float> d = glass::sampling_distribution(logits, params);
+            for (size_t i = 0; i < d.size(); ++i) CHECK(d[i] == doctest::Approx(expected[i]).epsilon(1e-6));
+        }
+    }
+    SUBCASE("and draws follow it") {
+        params.top_k = 3;
+        const std::vector<float> d = glass::sampling_distribution(logits, params);
+        glass::Llama2cRng rng(5);
+        std::vector<int> counts(d.size(), 0);
+        const int n = 100000;
+        for (int i = 0; i < n; ++i) ++counts[size_t(glass::sample(logits, params, rng))];
+        for (size_t i = 0; i < d.size(); ++i) {  // within 4 binomial sigmas
+            CAPTURE(i);
+            CHECK(std::abs(counts[i] - n * d[i]) <= 4 * std::sqrt(n * d[i] * (1 - d[i])) + 1e-9);
+        }
     }
 }
 
@@ -170,12 +281,13 @@ TEST_CASE("100k seeded draws follow the target distribution within 4 sigma") {
     SUBCASE("top-k 3") {
         check_distribution(logits, {1.0f, 1.0f, 3, 0}, keep_and_renormalise(softmax_d(logits, 1), {1, 4, 6}));
     }
-    SUBCASE("top-p 0.7") {
+    SUBCASE("top-p 0.7, both rules") {
         // cumulative in descending order: id1, +id4, +id6 crosses 0.7 -> keep {1, 4, 6}
         auto p = softmax_d(logits, 1.0);
         REQUIRE(p[1] + p[4] < 0.7);
         REQUIRE(p[1] + p[4] + p[6] > 0.7);
         check_distribution(logits, {1.0f, 0.7f, 0, 0}, keep_and_renormalise(p, {1, 4, 6}));
+        check_distribution(logits, {1.0f, 0.7f, 0, 0, glass::NucleusRule::reaches_p}, keep_and_renormalise(p, {1, 4, 6}));
     }
     SUBCASE("min-p 0.3") {
         // keep p >= 0.3 · p_max: ids whose logit is within ln(1/0.3) ≈ 1.204 of the max (2.5)

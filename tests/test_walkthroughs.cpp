@@ -255,3 +255,41 @@ TEST_CASE("relative links in walkthroughs and doc pages point at real files and 
         if (e.path().extension() == ".md") pages.push_back(e.path());
     for (const fs::path& md : pages) check_links(md);
 }
+
+TEST_CASE("each walkthrough ends with links to the previous and next ones, in number order") {
+    std::vector<fs::path> pages;  // all of them, also those whose example is not built here
+    for (const auto& e : fs::directory_iterator(source_dir() / "walkthroughs"))
+        if (std::regex_match(e.path().filename().string(), std::regex(R"(\d\d-[a-z0-9-]+\.md)"))) pages.push_back(e.path());
+    std::sort(pages.begin(), pages.end());
+    REQUIRE(pages.size() >= 2);
+    const auto title = [](const fs::path& p) {  // "# 05 · Attention ..." -> "05 · Attention ..."
+        const std::string first = read_lines(p).at(0);
+        REQUIRE_MESSAGE(first.rfind("# ", 0) == 0, p.filename() << " does not open with a '# NN · title' line");
+        return first.substr(2);
+    };
+    for (size_t i = 0; i < pages.size(); ++i) {
+        INFO(pages[i].filename());
+        CHECK(title(pages[i]).substr(0, 2) == pages[i].filename().string().substr(0, 2));
+        std::vector<std::string> lines = read_lines(pages[i]);
+        trim_trailing_blank_lines(lines);
+        std::string expected;
+        if (i > 0) expected += "← [" + title(pages[i - 1]) + "](" + pages[i - 1].filename().string() + ") · ";
+        expected += "[all walkthroughs](README.md)";
+        if (i + 1 < pages.size()) expected += " · [" + title(pages[i + 1]) + "](" + pages[i + 1].filename().string() + ") →";
+        REQUIRE(!lines.empty());
+        CHECK(lines.back() == expected);
+    }
+}
+
+TEST_CASE("glass.hpp includes every header of include/glass, each once") {
+    const fs::path root = source_dir() / "include";
+    std::string all;
+    for (const std::string& line : read_lines(root / "glass" / "glass.hpp")) all += line + "\n";
+    for (const auto& e : fs::recursive_directory_iterator(root / "glass")) {
+        if (e.path().extension() != ".hpp" || e.path().filename() == "glass.hpp") continue;
+        const std::string include = "#include \"" + fs::relative(e.path(), root).generic_string() + "\"";
+        const size_t first = all.find(include);
+        CHECK_MESSAGE(first != std::string::npos, "glass.hpp does not include " << include);
+        CHECK_MESSAGE(all.find(include, first + 1) == std::string::npos, include << " appears twice in glass.hpp");
+    }
+}

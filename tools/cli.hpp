@@ -22,15 +22,25 @@ struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// `glass COMMAND --help` (or -h): main prints that command's usage to stdout and exits 0.
+struct HelpRequested {
+    std::string command;
+};
+
+// The usage text of one subcommand (tools/glass.cpp holds them all, in one table).
+std::string usage_of(const std::string& command);
+
 // A tiny flag parser: every flag is declared with whether it takes a value; anything else is an
-// error that names the flag.
+// error that names the flag. -h and --help are every command's: they ask for its usage, and win
+// over any other problem on the line (`glass generate --bogus --help` prints the usage).
 class Flags {
 public:
     Flags(std::string command, std::map<std::string, bool> takes_value)
         : command_(std::move(command)), takes_value_(std::move(takes_value)) {}
 
     void parse(int argc, char** argv, int first) {
-        bool only_positional = false;
+        bool only_positional = false, help = false;
+        std::string error;  // the first problem, reported once we know no help was asked for
         for (int i = first; i < argc; ++i) {
             std::string arg = argv[i];
             if (only_positional || arg.empty() || arg[0] != '-' || arg == "-") {
@@ -41,16 +51,28 @@ public:
                 only_positional = true;
                 continue;
             }
+            if (arg == "-h" || arg == "--help") {
+                help = true;
+                continue;
+            }
             auto it = takes_value_.find(arg);
-            if (it == takes_value_.end())
-                throw UsageError("unknown flag '" + arg + "' for glass " + command_ + " (see glass --help)");
+            if (it == takes_value_.end()) {
+                if (error.empty())
+                    error = "unknown flag '" + arg + "' for glass " + command_ + " (see glass " + command_ + " --help)";
+                continue;
+            }
             if (it->second) {
-                if (i + 1 >= argc) throw UsageError("flag " + arg + " needs a value");
+                if (i + 1 >= argc) {
+                    if (error.empty()) error = "flag " + arg + " needs a value";
+                    continue;
+                }
                 values_[arg].push_back(argv[++i]);
             } else {
                 values_[arg].push_back("");
             }
         }
+        if (help) throw HelpRequested{command_};
+        if (!error.empty()) throw UsageError(error);
     }
 
     bool has(const std::string& f) const { return values_.count(f) > 0; }
@@ -111,5 +133,6 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);         // tools/cmd_bench.cpp (speed issue)
 int cmd_random_model(int argc, char** argv);  // tools/cmd_random_model.cpp
 int cmd_explain(int argc, char** argv);
+int cmd_chat(int argc, char** argv);          // tools/cmd_chat.cpp
 
 }  // namespace cli

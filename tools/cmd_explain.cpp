@@ -1,11 +1,19 @@
-// glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--json] [--html FILE]
-//               [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
+// glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--layer L] [--head H] [--brief]
+//               [--json] [--html FILE] [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
 //
-// The journey of one request, printed stage by stage: the prompt's pieces and ids, the embedding
-// row of each id, what every attention head looked at and how the residual stream grew in every
-// layer, the top-5 next tokens, the sampling decision, and the KV cache's size after the prefill
-// and after each of N decode steps. The forward pass is the reference one (transformer.hpp),
-// observed through a glass::ForwardTrace; nothing is recomputed on the side.
+// The journey of one request, printed stage by stage with the README's stage numbers:
+//   [1 tokenization]    the prompt's pieces and ids
+//   [2 embedding]       the first values of each id's embedding row
+//   [6 prefill]         what every attention head looked at and how the residual stream grew in
+//                       every layer (3 position, 4 attention and 5 MLP run inside each layer),
+//                       and the KV cache's size, checked three ways
+//   [7 sampling]        the top-5 next tokens by the model (T = 1) beside the distribution the draw
+//                       used (temperature, truncation, renormalized), and where the coin landed
+//   [8 decode step N]   the same for each of the N decode steps
+// --layer/--head/--brief only thin the text; --json and --html always carry everything.
+// The forward pass is the reference one (transformer.hpp), observed through a glass::ForwardTrace;
+// the choice is glass::sample's. Only the draw's distribution is rebuilt beside it, with the same
+// stage functions (sampling.hpp), so the printed numbers lead to the token that was picked.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -74,30 +82,61 @@ std::vector<LayerRecord> record_trace(const glass::ForwardTrace& trace, Explanat
     return layers;
 }
 
-// Top-5 by the model's own distribution, then the choice under the requested sampling rule.
+// The choice of the next token, and the numbers behind it: the top-5 by the model's own
+// distribution (temperature 1) and, when sampling, the distribution the draw actually used.
+// glass::sample makes the choice; the distribution is rebuilt here with the same stage functions
+// in the same order, so the coin can be followed to the token it picked.
 void decide(std::span<const float> logits, const glass::SamplingParams& params, glass::Llama2cRng& rng,
             const glass::Tokenizer& tok, StepRecord& step) {
-    const std::vector<float> probs = glass::probabilities(logits, 1.0f);
-    const std::vector<glass::Candidate> ranked = glass::sorted_candidates(probs);
-    for (int k = 0; k < kTopTokens && k < static_cast<int>(ranked.size()); ++k)
-        step.top.push_back({ranked[k].id, tok.piece(ranked[k].id), logits[ranked[k].id], ranked[k].p});
-
+    const std::vector<float> probs = glass::probabilities(logits, 1.0f);  // [vocab]
     Decision& d = step.decision;
+    std::vector<float> draw_probs(probs.size(), 0.0f);                    // [vocab], 0 = not a candidate
     if (params.temperature == 0.0f) {
         d.rule = "greedy";
     } else {
         d.rule = "sample";
         glass::Llama2cRng peek = rng;  // the draw glass::sample is about to make
         d.coin = peek.next_f32();
-        std::vector<glass::Candidate> kept = glass::sorted_candidates(glass::probabilities(logits, params.temperature));
-        glass::keep_top_k(kept, params.top_k);
-        glass::keep_min_p(kept, params.min_p);
-        glass::keep_top_p(kept, params.top_p);
+        const std::vector<float> at_t = glass::probabilities(logits, params.temperature);
+        std::vector<glass::Candidate> kept;
+        if (params.top_k == 0 && params.min_p == 0.0f && params.top_p >= 1.0f) {
+            d.order = "id";  // glass::draw_in_id_order: every token, in id order
+            for (size_t i = 0; i < at_t.size(); ++i) kept.push_back({static_cast<int>(i), at_t[i]});
+        } else {
+            d.order = "probability";
+            kept = glass::sorted_candidates(at_t);
+            glass::keep_top_k(kept, params.top_k);
+            glass::keep_min_p(kept, params.min_p);
+            glass::keep_top_p(kept, params.top_p, params.nucleus);
+        }
         d.candidates = static_cast<int>(kept.size());
+        float mass = 0.0f;  // glass::draw scales the coin by the kept mass; dividing by it is the same
+        for (const glass::Candidate& c : kept) mass += c.p;
+        for (const glass::Candidate& c : kept) {
+            d.distribution.push_back({c.id, c.p / mass});
+            draw_probs[static_cast<size_t>(c.id)] = c.p / mass;
+        }
     }
     d.id = glass::sample(logits, params, rng);
     d.piece = tok.piece(d.id);
     d.probability = probs[static_cast<size_t>(d.id)];
+    if (d.rule == "greedy") {
+        draw_probs[static_cast<size_t>(d.id)] = 1.0f;  // the largest logit always wins
+    } else {
+        d.draw_probability = draw_probs[static_cast<size_t>(d.id)];
+        double before = 0;  // where the chosen token's stretch of the running sum starts
+        for (const DrawCandidate& c : d.distribution) {
+            if (c.id == d.id) break;
+            before += c.probability;
+        }
+        d.cumulative_before = before;
+        d.cumulative_after = before + d.draw_probability;
+    }
+    const std::vector<glass::Candidate> ranked = glass::sorted_candidates(probs);
+    for (int k = 0; k < kTopTokens && k < static_cast<int>(ranked.size()); ++k) {
+        const int id = ranked[k].id;
+        step.top.push_back({id, tok.piece(id), logits[id], ranked[k].p, draw_probs[static_cast<size_t>(id)]});
+    }
 }
 
 // One forward pass over `ids` with the trace on; records everything about it.
@@ -123,20 +162,56 @@ int run_step(const glass::Model& model, const glass::Tokenizer& tok, glass::KVCa
 
 std::string shown(const Explanation& e, int position) { return quoted(e.tokens[static_cast<size_t>(position)].piece); }
 
-void print_step(const Explanation& e, const StepRecord& s) {
+// What the text view shows (--layer, --head, --brief); the JSON and the page always hold everything.
+struct TextFilter {
+    int layer = -1;      // -1: every layer
+    int head = -1;       // -1: every head
+    bool brief = false;  // no embedding rows, no per-layer lines
+};
+
+// Step 7: the top-5 by the model, beside the distribution the draw used; then the draw itself.
+void print_sampling(const StepRecord& s, float temperature) {
+    const Decision& d = s.decision;
+    if (d.rule == "greedy") {
+        std::printf("[7 sampling] top-%d next tokens; p = softmax of the logits (the model's own, T = 1)\n",
+                    kTopTokens);
+        for (const TopToken& t : s.top)
+            std::printf("  %5d %-14s p %.4f  (logit %+.3f)\n", t.id, quoted(t.piece).c_str(), t.probability, t.logit);
+        std::printf("  greedy: the largest logit wins -> id %d %s (p %.4f)\n", d.id, quoted(d.piece).c_str(),
+                    d.probability);
+        return;
+    }
+    std::printf("[7 sampling] top-%d next tokens; p = softmax of the logits (the model's own, T = 1);\n"
+                "  draw p = the distribution the draw used: temperature %g, then top-k/min-p/top-p, renormalized\n"
+                "  over the %d candidate%s left (0 = truncated away)\n",
+                kTopTokens, static_cast<double>(temperature), d.candidates, d.candidates == 1 ? "" : "s");
+    for (const TopToken& t : s.top)
+        std::printf("  %5d %-14s p %.4f  draw p %.4f  (logit %+.3f)\n", t.id, quoted(t.piece).c_str(), t.probability,
+                    t.draw_probability, t.logit);
+    std::printf("  coin %.4f lands between %.4f and %.4f of the running sum of draw p (candidates %s)\n"
+                "  -> id %d %s (draw p %.4f; the model's p %.4f)\n",
+                d.coin, d.cumulative_before, d.cumulative_after,
+                d.order == "id" ? "in id order: no truncation, llama2.c's walk" : "most probable first",
+                d.id, quoted(d.piece).c_str(), d.draw_probability, d.probability);
+}
+
+void print_step(const Explanation& e, const StepRecord& s, const TextFilter& filter) {
     const int last = s.first_position + static_cast<int>(s.input_ids.size()) - 1;
     if (s.kind == "prefill")
-        std::printf("\n[3-5 prefill] positions 0..%d go through %d layers in one pass (RoPE on q and k,\n"
-                    "  attention, MLP); shown: the last position, %d %s\n", last, e.n_layers, last, shown(e, last).c_str());
+        std::printf("\n[6 prefill] positions 0..%d go through %d layers in one pass; in every layer 3 position\n"
+                    "  (RoPE on q and k), 4 attention, 5 MLP; shown: the last position, %d %s\n",
+                    last, e.n_layers, last, shown(e, last).c_str());
     else
-        std::printf("\n[3-5 decode step %d] position %d, id %d %s: only its row is computed; attention reads\n"
-                    "  the cached K/V of positions 0..%d\n", static_cast<int>(&s - &e.steps[0]), last,
-                    s.input_ids[0], shown(e, last).c_str(), last);
-    for (size_t l = 0; l < s.layers.size(); ++l) {
+        std::printf("\n[8 decode step %d] position %d, id %d %s: only its row is computed (3 position,\n"
+                    "  4 attention, 5 MLP in every layer); attention reads the cached K/V of positions 0..%d\n",
+                    static_cast<int>(&s - &e.steps[0]), last, s.input_ids[0], shown(e, last).c_str(), last);
+    for (size_t l = 0; l < s.layers.size() && !filter.brief; ++l) {
+        if (filter.layer >= 0 && static_cast<int>(l) != filter.layer) continue;
         const LayerRecord& r = s.layers[l];
         std::printf("  layer %zu  residual stream |x|: %.4f after attention, %.4f after MLP\n", l,
                     r.residual_norm_after_attention, r.residual_norm_after_mlp);
         for (const HeadFocus& h : r.heads) {
+            if (filter.head >= 0 && h.head != filter.head) continue;
             std::printf("    head %d (kv %d) looks at", h.head, h.kv_head);
             for (const AttendedPosition& a : h.top)
                 std::printf("  %3d %-10s %.3f", a.position, shown(e, a.position).c_str(), a.weight);
@@ -144,24 +219,15 @@ void print_step(const Explanation& e, const StepRecord& s) {
         }
     }
     const KvRecord& kv = s.kv;
-    std::printf("[6 KV cache] %d tokens x 2 (K,V) x %d layers x %d KV heads x %d head_dim x 4 B = %lld B\n"
+    std::printf("  KV cache: %d tokens x 2 (K,V) x %d layers x %d KV heads x %d head_dim x 4 B = %lld B\n"
                 "  KVCache: %lld B in use, %lld B in its K/V rows, %lld B reserved for %d positions: agree\n",
                 kv.tokens, e.n_layers, e.n_kv_heads, e.head_dim, static_cast<long long>(kv.formula_bytes),
                 static_cast<long long>(kv.cache_bytes_used), static_cast<long long>(kv.cache_bytes_in_rows),
                 static_cast<long long>(kv.cache_bytes_reserved), e.seq_len);
-    std::printf("[7 logits -> top-%d] probability = softmax of the %d logits\n", kTopTokens, e.vocab_size);
-    for (const TopToken& t : s.top)
-        std::printf("  %5d %-14s p=%.4f  (logit %+.3f)\n", t.id, quoted(t.piece).c_str(), t.probability, t.logit);
-    const Decision& d = s.decision;
-    if (d.rule == "greedy")
-        std::printf("[8 sample] greedy: the largest logit wins -> id %d %s (p=%.4f)\n", d.id,
-                    quoted(d.piece).c_str(), d.probability);
-    else
-        std::printf("[8 sample] coin %.4f lands among the %d candidates left by temperature/top-k/min-p/top-p\n"
-                    "  -> id %d %s (p=%.4f)\n", d.coin, d.candidates, d.id, quoted(d.piece).c_str(), d.probability);
+    print_sampling(s, e.temperature);
 }
 
-void print_text(const Explanation& e) {
+void print_text(const Explanation& e, const TextFilter& filter) {
     std::printf("glass explain: one request through the model, stage by stage\n"
                 "model %s: dim %d, %d layers, %d query heads sharing %d KV heads (head_dim %d),\n"
                 "  MLP hidden %d, vocabulary %d, context %d\n",
@@ -177,20 +243,22 @@ void print_text(const Explanation& e) {
                     e.min_p, static_cast<unsigned long long>(e.seed));
 
     const StepRecord& prefill = e.steps.front();
-    std::printf("\n[1 tokenize] text -> %zu piece%s -> ids (BOS first)\n  position     id  piece\n",
+    std::printf("\n[1 tokenization] text -> %zu piece%s -> ids (BOS first)\n  position     id  piece\n",
                 prefill.input_ids.size(), prefill.input_ids.size() == 1 ? "" : "s");
     for (size_t p = 0; p < prefill.input_ids.size(); ++p)
         std::printf("  %8zu %6d  %s\n", p, e.tokens[p].id, quoted(e.tokens[p].piece).c_str());
 
-    std::printf("\n[2 embed] each id picks one row of the embedding table [%d, %d]; its first %d values:\n",
-                e.vocab_size, e.dim, e.embedding_values_shown);
-    for (size_t p = 0; p < prefill.input_ids.size(); ++p) {
-        std::printf("  position %zu %-10s", p, quoted(e.tokens[p].piece).c_str());
-        for (float v : e.embedding_rows[p]) std::printf(" %+.4f", v);
-        std::printf("\n");
+    if (!filter.brief) {
+        std::printf("\n[2 embedding] each id picks one row of the embedding table [%d, %d]; its first %d values:\n",
+                    e.vocab_size, e.dim, e.embedding_values_shown);
+        for (size_t p = 0; p < prefill.input_ids.size(); ++p) {
+            std::printf("  position %zu %-10s", p, quoted(e.tokens[p].piece).c_str());
+            for (float v : e.embedding_rows[p]) std::printf(" %+.4f", v);
+            std::printf("\n");
+        }
     }
 
-    for (const StepRecord& s : e.steps) print_step(e, s);
+    for (const StepRecord& s : e.steps) print_step(e, s, filter);
 
     std::printf("\nresult: %s + %s (stopped: %s)\n", quoted(e.prompt).c_str(), quoted(e.text).c_str(),
                 e.stop == "steps" ? "ran the requested decode steps" :
@@ -235,12 +303,21 @@ nlohmann::json to_json(const Explanation& e) {
         json top = json::array();
         for (const TopToken& t : s.top)
             top.push_back({{"id", t.id}, {"piece", t.piece}, {"logit", exact_float(t.logit)},
-                           {"probability", exact_float(t.probability)}});
-        json decision = {{"rule", s.decision.rule}, {"id", s.decision.id}, {"piece", s.decision.piece},
-                         {"probability", exact_float(s.decision.probability)}};
-        if (s.decision.rule == "sample") {
-            decision["coin"] = exact_float(s.decision.coin);
-            decision["candidates"] = s.decision.candidates;
+                           {"probability", exact_float(t.probability)},
+                           {"draw_probability", exact_float(t.draw_probability)}});
+        const Decision& d = s.decision;
+        json decision = {{"rule", d.rule}, {"id", d.id}, {"piece", d.piece},
+                         {"probability", exact_float(d.probability)},
+                         {"draw_probability", exact_float(d.draw_probability)}};
+        if (d.rule == "sample") {
+            json distribution = json::array();  // [[id, draw probability], ...] in the order the draw walks
+            for (const DrawCandidate& c : d.distribution) distribution.push_back({c.id, exact_float(c.probability)});
+            decision["coin"] = exact_float(d.coin);
+            decision["candidates"] = d.candidates;
+            decision["order"] = d.order;
+            decision["distribution"] = distribution;
+            decision["cumulative_before"] = d.cumulative_before;
+            decision["cumulative_after"] = d.cumulative_after;
         }
         steps.push_back({{"kind", s.kind},
                          {"first_position", s.first_position},
@@ -289,7 +366,8 @@ nlohmann::json to_json(const Explanation& e) {
 int cmd_explain(int argc, char** argv) {
     Flags flags("explain", {{"-m", true}, {"-t", true}, {"-p", true}, {"-n", true}, {"--json", false},
                             {"--html", true}, {"--temperature", true}, {"--top-p", true}, {"--top-k", true},
-                            {"--min-p", true}, {"--seed", true}});
+                            {"--min-p", true}, {"--seed", true}, {"--layer", true}, {"--head", true},
+                            {"--brief", false}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -298,6 +376,12 @@ int cmd_explain(int argc, char** argv) {
     if (decode_steps < 0)
         throw UsageError("-n (decode steps) must be >= 0, got " + std::to_string(decode_steps));
     if (flags.has("--html") && flags.get("--html", "").empty()) throw UsageError("--html needs a file name");
+    TextFilter filter;
+    filter.layer = flags.number<int>("--layer").value_or(-1);
+    filter.head = flags.number<int>("--head").value_or(-1);
+    filter.brief = flags.has("--brief");
+    if (filter.brief && (flags.has("--layer") || flags.has("--head")))
+        throw UsageError("--brief drops every per-layer line; --layer/--head choose among them: give one or the other");
 
     glass::SamplingParams params;  // greedy unless asked otherwise: an explanation should repeat
     params.temperature = flags.number<float>("--temperature").value_or(0.0f);
@@ -319,6 +403,11 @@ int cmd_explain(int argc, char** argv) {
     e.temperature = params.temperature, e.top_p = params.top_p, e.top_k = params.top_k, e.min_p = params.min_p;
     e.seed = flags.number<std::uint64_t>("--seed").value_or(42);
     e.embedding_values_shown = std::min(kEmbeddingValuesShown, c.dim);
+    if (flags.has("--layer") && (filter.layer < 0 || filter.layer >= c.n_layers))
+        glass::fail("--layer ", filter.layer, ": the model has ", c.n_layers, " layers (0..", c.n_layers - 1, ")");
+    if (flags.has("--head") && (filter.head < 0 || filter.head >= c.n_heads))
+        glass::fail("--head ", filter.head, ": the model has ", c.n_heads, " query heads per layer (0..",
+                    c.n_heads - 1, ")");
 
     const std::vector<int> prompt_ids = tok.encode(e.prompt, /*add_bos=*/true, /*add_eos=*/false);
     const int n_prompt = static_cast<int>(prompt_ids.size());
@@ -351,7 +440,7 @@ int cmd_explain(int argc, char** argv) {
 
     const nlohmann::json j = to_json(e);
     if (flags.has("--html")) write_explain_html(flags.get("--html", ""), j);  // fails before printing
-    print_text(e);
+    print_text(e, filter);
     if (flags.has("--json")) std::cout << dump(j) << "\n";
     return 0;
 }

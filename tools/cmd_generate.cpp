@@ -51,7 +51,7 @@ int cmd_generate(int argc, char** argv) {
                              {"--top-k", true}, {"--min-p", true}, {"--seed", true},
                              {"--stop", true}, {"--json", false}, {"--roofline", false},
                              {"--device", true}, {"--precision", true}, {"--threads", true},
-                             {"--cuda-graph", false}});
+                             {"--cuda-graph", false}, {"--top-logprobs", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -80,6 +80,13 @@ int cmd_generate(int argc, char** argv) {
     options.seed = flags.number<std::uint64_t>("--seed").value_or(
         static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
     options.stop_strings = flags.all("--stop");
+    // --top-logprobs K: per step, the chosen token's logprob and the K most likely (JSON only).
+    options.top_logprobs = flags.number<int>("--top-logprobs").value_or(0);
+    if (options.top_logprobs < 0 || options.top_logprobs > glass::kMaxTopLogprobs)
+        throw UsageError("--top-logprobs must be in [0, " + std::to_string(glass::kMaxTopLogprobs) + "], got " +
+                         std::to_string(options.top_logprobs));
+    if (flags.has("--top-logprobs") && !flags.has("--json"))
+        throw UsageError("--top-logprobs adds to the --json record: give --json too");
     const auto steps = flags.number<int>("-n");
     const auto max_new = flags.number<int>("--max-new-tokens");
     if (steps && *steps <= 0) throw UsageError("-n (steps) must be > 0, got " + std::to_string(*steps));
@@ -150,6 +157,20 @@ int cmd_generate(int argc, char** argv) {
             {"weight_bytes_per_token", m.weight_bytes_per_token},
         };
         if (bandwidth_bound > 0) j["bandwidth_bound_tokens_per_s"] = bandwidth_bound;
+        if (!r.logprobs.empty()) {  // "token": the text the id adds after the token before it
+            nlohmann::json steps = nlohmann::json::array();
+            for (std::size_t i = 0; i < r.logprobs.size(); ++i) {
+                const int prev = i == 0 ? r.prompt_ids.back() : r.generated_ids[i - 1];
+                const auto entry = [&](const glass::TokenLogprob& t) {
+                    return nlohmann::json{{"id", t.id}, {"token", tok.decode(prev, t.id)}, {"logprob", t.logprob}};
+                };
+                nlohmann::json step = entry(r.logprobs[i].chosen);
+                step["top_logprobs"] = nlohmann::json::array();
+                for (const glass::TokenLogprob& t : r.logprobs[i].top) step["top_logprobs"].push_back(entry(t));
+                steps.push_back(step);
+            }
+            j["logprobs"] = steps;
+        }
         std::cout << dump(j) << "\n";
     }
     return 0;

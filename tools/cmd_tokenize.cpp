@@ -1,17 +1,24 @@
 // glass tokenize — journey step 1 on the command line.
 //
-//   glass tokenize [-t TOKENIZER.bin] [--bos] [--eos] [--json] [--] TEXT     llama2.c vocabulary
-//   glass tokenize --tiktoken FILE --pattern r50k|cl100k|o200k [--json] [--] TEXT
-//                  (tiktoken's ordinary encoding: special-token text is plain text)
-//   glass tokenize --gpt2 encoder.json vocab.bpe [--json] [--] TEXT
-//   glass tokenize --gguf FILE.gguf [--json] [--] TEXT
+//   glass tokenize [-t TOKENIZER.bin] [--bos] [--eos] [--json] SOURCE      llama2.c vocabulary
+//   glass tokenize --tiktoken FILE [--pattern r50k|cl100k|o200k] [--json] SOURCE
+//                  (tiktoken's ordinary encoding: special-token text is plain text; the pattern
+//                  comes from the file's standard name unless --pattern is given)
+//   glass tokenize --gpt2 encoder.json vocab.bpe [--json] SOURCE
+//   glass tokenize --gguf FILE.gguf [--json] SOURCE
 //                  (llama.cpp's tokenize without special-token parsing; user-defined tokens match)
-//   glass tokenize --hf tokenizer.json [--json] [--] TEXT
+//   glass tokenize --hf tokenizer.json [--json] SOURCE
 //                  (Hugging Face's encode with add_special_tokens=False: special-token text in
 //                  TEXT becomes the special token; the file's normalizer applies)
-// --json prints {"ids":[...]} (plus "pieces" for llama2.c vocabularies). TEXT may be any bytes.
+// SOURCE: [--] TEXT, or -f FILE (its bytes), or - (stdin's bytes). A file or stdin can hold any
+// bytes, NUL included; an argument cannot hold NUL.
+// --json prints {"ids":[...]} (plus "pieces" for llama2.c vocabularies).
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "cli.hpp"
 #include "glass/formats/gguf_vocab.hpp"
@@ -20,11 +27,34 @@
 #include "glass/tokenizer.hpp"
 
 namespace cli {
+namespace {
+
+std::string read_all(std::istream& in, const std::string& what) {
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    if (in.bad()) glass::fail("reading ", what, " failed: ", std::strerror(errno));
+    return bytes.str();
+}
+
+// tiktoken's standard file names -> the split pattern of that encoding (tiktoken_ext/openai_public.py:
+// p50k_base and p50k_edit reuse r50k's pattern). An unknown name needs --pattern.
+std::string pattern_from_file_name(const std::string& path) {
+    std::string name = path.substr(path.find_last_of('/') + 1);  // npos + 1 == 0: no folder
+    if (const size_t dot = name.find('.'); dot != std::string::npos) name.resize(dot);
+    if (name == "r50k_base" || name == "p50k_base" || name == "p50k_edit") return "r50k";
+    if (name == "cl100k_base") return "cl100k";
+    if (name == "o200k_base") return "o200k";
+    throw UsageError("cannot tell the split pattern from the file name '" + path +
+                     "' (known: r50k_base, p50k_base, p50k_edit, cl100k_base, o200k_base); pass "
+                     "--pattern r50k|cl100k|o200k");
+}
+
+}  // namespace
 
 int cmd_tokenize(int argc, char** argv) {
     Flags flags("tokenize", {{"-t", true}, {"--bos", false}, {"--eos", false}, {"--json", false},
                              {"--tiktoken", true}, {"--pattern", true}, {"--gpt2", true}, {"--hf", true},
-                             {"--gguf", true}});
+                             {"--gguf", true}, {"-f", true}});
     flags.parse(argc, argv, 2);
     const int sources = flags.has("-t") + flags.has("--tiktoken") + flags.has("--gpt2") + flags.has("--hf") +
                         flags.has("--gguf");
@@ -40,20 +70,31 @@ int cmd_tokenize(int argc, char** argv) {
         vocab_bpe = positional.front();
         positional.erase(positional.begin());
     }
-    if (positional.size() != 1)
-        throw UsageError("glass tokenize takes exactly one TEXT argument (got " +
-                         std::to_string(positional.size()) + "); use -- before text starting with '-'");
-    const std::string& text = positional[0];
+    std::string text;
+    if (flags.has("-f")) {
+        if (!positional.empty())
+            throw UsageError("give the text one way: -f FILE or TEXT, not both (got -f and '" + positional[0] + "')");
+        const std::string path = flags.get("-f", "");
+        std::ifstream in(path, std::ios::binary);
+        if (!in) glass::fail("cannot read the text file '", path, "': ", std::strerror(errno));
+        text = read_all(in, "'" + path + "'");
+    } else {
+        if (positional.size() != 1)
+            throw UsageError("glass tokenize takes exactly one TEXT argument (got " +
+                             std::to_string(positional.size()) +
+                             "); use -- before text starting with '-', -f FILE for a file, - for stdin");
+        text = positional[0] == "-" ? read_all(std::cin, "stdin") : positional[0];
+    }
     const bool bos = flags.has("--bos"), eos = flags.has("--eos");
 
     std::unique_ptr<glass::Tokenizer> tok;
     std::vector<int> ids;
     if (flags.has("--tiktoken")) {
-        if (!flags.has("--pattern")) throw UsageError("--tiktoken needs --pattern r50k|cl100k|o200k");
-        const std::string pattern = flags.get("--pattern", "");
+        const std::string file = flags.get("--tiktoken", "");
+        const std::string pattern = flags.has("--pattern") ? flags.get("--pattern", "") : pattern_from_file_name(file);
         if (pattern != "r50k" && pattern != "cl100k" && pattern != "o200k")
             throw UsageError("--pattern must be r50k, cl100k or o200k (got '" + pattern + "')");
-        tok = std::make_unique<glass::ByteLevelBpe>(glass::load_tiktoken(flags.get("--tiktoken", ""), pattern));
+        tok = std::make_unique<glass::ByteLevelBpe>(glass::load_tiktoken(file, pattern));
         ids = tok->encode(text, bos, eos);
     } else if (flags.has("--gpt2")) {
         tok = std::make_unique<glass::ByteLevelBpe>(glass::load_gpt2(flags.get("--gpt2", ""), vocab_bpe));

@@ -35,7 +35,13 @@ struct TopToken {
     int id;
     std::string piece;
     float logit;
-    float probability;                      // softmax of the logits (temperature 1)
+    float probability;                      // the model's own: softmax of the logits (temperature 1)
+    float draw_probability;                 // in the distribution the draw used (0: truncated away)
+};
+
+struct DrawCandidate {
+    int id;
+    float probability;                      // renormalized: the draw's candidates sum to 1
 };
 
 struct Decision {                           // how the next token was chosen from the logits
@@ -43,8 +49,16 @@ struct Decision {                           // how the next token was chosen fro
     int id;
     std::string piece;
     float probability;                      // of the chosen id, temperature 1
-    float coin = 0;                         // the uniform draw (sampling only)
-    int candidates = 0;                     // tokens left after top-k/min-p/top-p (sampling only)
+    float draw_probability = 1;             // of the chosen id, as the draw saw it (greedy: 1)
+    // Sampling only: the distribution the draw walked (softmax(logits / T), then top-k, min-p and
+    // top-p, renormalized), in the order it walks it: "probability" (most probable first, after
+    // truncation) or "id" (no truncation asked: llama2.c walks every token in id order). The coin
+    // lands between the running sums before and after the chosen token.
+    float coin = 0;
+    int candidates = 0;                     // tokens left after top-k/min-p/top-p
+    std::string order;
+    std::vector<DrawCandidate> distribution;
+    double cumulative_before = 0, cumulative_after = 0;
 };
 
 struct KvRecord {                           // the KV cache once the step's K/V rows are written
@@ -60,7 +74,7 @@ struct StepRecord {                         // one forward pass: the prefill, or
     int first_position;                     // positions first_position .. +input_ids.size()-1
     std::vector<int> input_ids;
     std::vector<LayerRecord> layers;        // [n_layers], at the last position
-    std::vector<TopToken> top;              // the 5 most probable next tokens
+    std::vector<TopToken> top;              // the 5 most probable next tokens (by the model, T = 1)
     Decision decision;
     KvRecord kv;
 };

@@ -2,14 +2,21 @@
 //
 //   glass generate [-m MODEL] [-t TOKENIZER] -p PROMPT [-n STEPS | --max-new-tokens N]
 //                  [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
-//                  [--stop STR]... [--json]
-//   glass tokenize [-t TOKENIZER] [--bos] [--eos] [--json] [--] TEXT
-//   glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--json] [--html FILE]
-//   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--weights W] [--json]
+//                  [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda] ...
+//   glass chat [-m MODEL] [-t TOKENIZER] [--system TEXT] [--max-new-tokens N]
+//              [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--json]
+//   glass tokenize [-t TOKENIZER] [--bos] [--eos] [--json] SOURCE    SOURCE: [--] TEXT | -f FILE | -
+//   glass tokenize --tiktoken FILE [--pattern r50k|cl100k|o200k] [--json] SOURCE
+//                  (also --gpt2 encoder.json vocab.bpe, --hf tokenizer.json, --gguf FILE.gguf)
+//   glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--layer L] [--head H] [--brief]
+//                 [--json] [--html FILE] [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
+//   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R] [--weights W] [--probes] [--json]
 //   glass random-model --shape NAME -o FILE [--seed S]
+//   glass --help | glass COMMAND --help | glass --version
 //
-// Errors go to stderr as one line naming the problem and the offending value; exit status 1 for
-// bad input, 2 for bad usage.
+// Every command's usage text lives in the table below; `glass COMMAND --help` (or -h) prints its
+// entry, `glass --help` and a bare `glass` print them all. Errors go to stderr as one line naming
+// the problem and the offending value; exit status 1 for bad input, 2 for bad usage.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -18,61 +25,129 @@
 
 namespace {
 
+struct Command {
+    const char* name;
+    int (*run)(int argc, char** argv);
+    const char* usage;  // the lines under "usage:", indented by two spaces
+};
+
+const Command kCommands[] = {
+    {"generate", cli::cmd_generate,
+     "  glass generate [-m MODEL] [-t TOKENIZER] -p PROMPT [-n STEPS | --max-new-tokens N]\n"
+     "                 [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
+     "                 [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda]\n"
+     "                 [--precision fp32|fp16|bf16|q8] [--threads N] [--cuda-graph]\n"
+     "      -n STEPS counts positions including the prompt (as llama2.c's run.c); default 256.\n"
+     "      Defaults: the shipped model and tokenizer, temperature 1.0, top-p 0.9 (run.c's),\n"
+     "      seed from the clock. --temperature 0 is greedy. --roofline also measures read\n"
+     "      bandwidth and prints the decode speed limit it implies (C7). --device cuda runs the\n"
+     "      model on the GPU (built with CUDA only); --precision sets the weights' storage;\n"
+     "      --cuda-graph records one decode step as a CUDA graph and replays it per token.\n"
+     "      On the CPU, --threads or --precision selects the fast path (fast/fast_session.hpp)\n"
+     "      instead of the plain reference; q8 (Q8_0 blocks) is CPU-only. --top-logprobs K\n"
+     "      (0..20) adds to the --json record each step's log-probability of the chosen token\n"
+     "      and of the K most likely ones (the model's own, temperature 1, before truncation).\n"},
+    {"chat", cli::cmd_chat,
+     "  glass chat [-m MODEL] [-t TOKENIZER] [--system TEXT] [--max-new-tokens N]\n"
+     "             [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--json]\n"
+     "      A conversation read from stdin, one user turn per line (pipe a file, or type; an\n"
+     "      empty line is skipped, end of input ends the chat). Every turn re-sends the whole\n"
+     "      history as one prompt and prefills it from scratch (no prefix caching yet), so the\n"
+     "      prompt and its TTFT grow turn by turn (C16). The history is plain text:\n"
+     "          SYSTEM\\n                     (only with --system)\n"
+     "          User: TURN 1\\n\n"
+     "          Assistant: REPLY 1\\n\n"
+     "          User: TURN 2\\n\n"
+     "          Assistant:                   <- the model continues from here\n"
+     "      A reply ends at a newline, at BOS/EOS, or after --max-new-tokens (default 64).\n"
+     "      The shipped stories260K is a story model, not a chat model: it answers with\n"
+     "      stories. Replies stream to stdout, one line per turn; each turn's prompt tokens and\n"
+     "      TTFT go to stderr, or with --json as one JSON object per turn on stdout after the\n"
+     "      reply's line. Sampling as generate (temperature 1, top-p 0.9, --temperature 0 is\n"
+     "      greedy); turn k samples with seed S + k - 1.\n"},
+    {"tokenize", cli::cmd_tokenize,
+     "  glass tokenize [-t TOKENIZER] [--bos] [--eos] [--json] SOURCE\n"
+     "  glass tokenize --tiktoken FILE [--pattern r50k|cl100k|o200k] [--json] SOURCE\n"
+     "  glass tokenize --gpt2 encoder.json vocab.bpe [--json] SOURCE\n"
+     "  glass tokenize --hf tokenizer.json [--json] SOURCE\n"
+     "  glass tokenize --gguf FILE.gguf [--json] SOURCE     (llama.cpp vocabularies)\n"
+     "      Pieces and ids of a text. SOURCE is [--] TEXT, or -f FILE (its bytes), or - (the\n"
+     "      bytes of stdin); a file or stdin carries any bytes, NUL included (an argument\n"
+     "      cannot). Default tokenizer: the shipped tok512. Vocabulary = every entry of the\n"
+     "      file. --tiktoken takes the split pattern from the file name (r50k_base, p50k_base,\n"
+     "      p50k_edit: r50k; cl100k_base: cl100k; o200k_base: o200k); --pattern overrides it,\n"
+     "      and is needed for any other name. --tiktoken: special-token text is plain text;\n"
+     "      --hf: it is the special token.\n"},
+    {"explain", cli::cmd_explain,
+     "  glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--layer L] [--head H]\n"
+     "                [--brief] [--json] [--html FILE]\n"
+     "                [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
+     "      The journey of one request, labelled with the README's stage numbers:\n"
+     "      [1 tokenization] pieces and ids; [2 embedding] embedding rows; [6 prefill] and\n"
+     "      [8 decode step N]: each layer's residual norms and each head's most-attended\n"
+     "      positions (3 position, 4 attention and 5 MLP run inside every layer), the KV cache\n"
+     "      bytes; [7 sampling] the top-5 next tokens and the draw. -n N = decode steps after the\n"
+     "      prefill (default 4). Greedy unless --temperature > 0 (then top-p 0.9, seed 42 by\n"
+     "      default); when sampling, the top-5 shows the model's probability (T = 1) beside the\n"
+     "      distribution the draw used (after temperature and truncation, renormalized), and the\n"
+     "      coin lands in the latter. --layer L / --head H print only that layer / head; --brief\n"
+     "      drops the embedding rows and per-layer lines (pieces, top-5, decision, cache bytes).\n"
+     "      --json adds all the data as one JSON object on the last line (the filters do not\n"
+     "      apply to it); --html FILE writes a self-contained attention explorer page.\n"},
+    {"bench", cli::cmd_bench,
+     "  glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]\n"
+     "              [--weights fp32|fp16|bf16|q8] [--probes] [--json]\n"
+     "      Prefill and decode tokens/s of the fast CPU path (median of R >= 5 runs);\n"
+     "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them.\n"},
+    {"random-model", cli::cmd_random_model,
+     "  glass random-model --shape stories15M|stories110M|tinyllama1b -o FILE [--seed S]\n"
+     "      A llama2.c checkpoint of that shape with random weights (for benchmarks).\n"},
+};
+
+std::string command_names() {
+    std::string names;
+    for (const Command& c : kCommands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+    return names;
+}
+
 void print_usage() {
-    std::cout <<
-        "glass — an LLM inference engine you can see through\n\n"
-        "usage:\n"
-        "  glass generate [-m MODEL] [-t TOKENIZER] -p PROMPT [-n STEPS | --max-new-tokens N]\n"
-        "                 [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
-        "                 [--stop STR]... [--json] [--roofline] [--device cpu|cuda]\n"
-        "                 [--precision fp32|fp16|bf16|q8] [--threads N] [--cuda-graph]\n"
-        "      -n STEPS counts positions including the prompt (as llama2.c's run.c); default 256.\n"
-        "      Defaults: the shipped model and tokenizer, temperature 1.0, top-p 0.9 (run.c's),\n"
-        "      seed from the clock. --temperature 0 is greedy. --roofline also measures read\n"
-        "      bandwidth and prints the decode speed limit it implies (C7). --device cuda runs the\n"
-        "      model on the GPU (built with CUDA only); --precision sets the weights' storage;\n"
-        "      --cuda-graph records one decode step as a CUDA graph and replays it per token.\n"
-        "      On the CPU, --threads or --precision selects the fast path (fast/fast_session.hpp)\n"
-        "      instead of the plain reference; q8 (Q8_0 blocks) is CPU-only.\n"
-        "  glass tokenize [-t TOKENIZER] [--bos] [--eos] [--json] [--] TEXT\n"
-        "  glass tokenize --tiktoken FILE --pattern r50k|cl100k|o200k [--json] [--] TEXT\n"
-        "  glass tokenize --gpt2 encoder.json vocab.bpe [--json] [--] TEXT\n"
-        "  glass tokenize --hf tokenizer.json [--json] [--] TEXT\n"
-        "  glass tokenize --gguf FILE.gguf [--json] [--] TEXT   (llama.cpp vocabulary files)\n"
-        "      Pieces and ids of TEXT (any bytes). Vocabulary = every entry of the file.\n"
-        "      --tiktoken: special-token text is plain text; --hf: it is the special token.\n"
-        "  glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--json] [--html FILE]\n"
-        "                [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
-        "      The journey of one request, stage by stage: pieces and ids, embedding rows, each\n"
-        "      head's most-attended positions and the residual norms per layer, the top-5 next\n"
-        "      tokens, the sampling decision, the KV cache bytes. -n N = decode steps after the\n"
-        "      prefill (default 4). Greedy unless --temperature > 0 (then top-p 0.9, seed 42 by\n"
-        "      default). --json adds the same data as one JSON object on the last line; --html\n"
-        "      FILE writes a self-contained attention explorer page.\n"
-        "  glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]\n"
-        "              [--weights fp32|fp16|bf16|q8] [--probes] [--json]\n"
-        "      Prefill and decode tokens/s of the fast CPU path (median of R >= 5 runs);\n"
-        "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them.\n"
-        "  glass random-model --shape stories15M|stories110M|tinyllama1b -o FILE [--seed S]\n"
-        "      A llama2.c checkpoint of that shape with random weights (for benchmarks).\n";
+    std::cout << "glass " GLASS_VERSION " — an LLM inference engine you can see through\n\nusage:\n";
+    for (const Command& c : kCommands) std::cout << c.usage;
+    std::cout << "  glass COMMAND --help    that command's usage (also -h)\n"
+                 "  glass --version         the version\n";
 }
 
 }  // namespace
 
+std::string cli::usage_of(const std::string& command) {
+    for (const Command& c : kCommands)
+        if (command == c.name) return std::string("usage:\n") + c.usage;
+    return "";
+}
+
 int main(int argc, char** argv) {
     try {
         const std::string command = argc > 1 ? argv[1] : "";
-        if (command == "generate") return cli::cmd_generate(argc, argv);
-        if (command == "tokenize") return cli::cmd_tokenize(argc, argv);
-        if (command == "explain") return cli::cmd_explain(argc, argv);
-        if (command == "bench") return cli::cmd_bench(argc, argv);
-        if (command == "random-model") return cli::cmd_random_model(argc, argv);
-        if (command == "--help" || command == "-h" || command == "help") {
+        if (command.empty() || command == "--help" || command == "-h" || command == "help") {
+            if (command == "help" && argc > 2) {  // glass help COMMAND
+                const std::string usage = cli::usage_of(argv[2]);
+                if (usage.empty()) throw cli::UsageError("unknown command '" + std::string(argv[2]) + "' (" + command_names() + ")");
+                std::cout << usage;
+                return 0;
+            }
             print_usage();
             return 0;
         }
-        throw cli::UsageError(command.empty() ? "no command given (generate, tokenize, explain, bench, random-model)"
-                                         : "unknown command '" + command + "' (generate, tokenize, explain, bench, random-model)");
+        if (command == "--version" || command == "-V") {
+            std::cout << "glass " GLASS_VERSION "\n";
+            return 0;
+        }
+        for (const Command& c : kCommands)
+            if (command == c.name) return c.run(argc, argv);
+        throw cli::UsageError("unknown command '" + command + "' (" + command_names() + "; see glass --help)");
+    } catch (const cli::HelpRequested& h) {
+        std::cout << cli::usage_of(h.command);
+        return 0;
     } catch (const cli::UsageError& e) {
         std::fprintf(stderr, "glass: usage error: %s\n", e.what());
         return 2;

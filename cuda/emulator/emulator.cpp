@@ -1,10 +1,12 @@
-// cuda/emulator/emulator.cpp — runs CUDA kernels on the CPU (see emulator.hpp for what and why).
-//
-// Fibers come from Boost.Context: switching stacks portably (and restoring the floating-point
-// control registers) is exactly the kind of small, subtle machine-specific code a well-kept library
-// should own. Each GPU thread slot gets one fiber with its own 128 KiB stack (a guard page below it
-// turns an overflow into a crash, not corruption); the fibers are made once and reused by every
-// block of every launch.
+/// \file
+/// \brief cuda/emulator/emulator.cpp — runs CUDA kernels on the CPU (see emulator.hpp for what and why).
+/// ```text
+/// Fibers come from Boost.Context: switching stacks portably (and restoring the floating-point
+/// control registers) is exactly the kind of small, subtle machine-specific code a well-kept library
+/// should own. Each GPU thread slot gets one fiber with its own 128 KiB stack (a guard page below it
+/// turns an overflow into a crash, not corruption); the fibers are made once and reused by every
+/// block of every launch.
+/// ```
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,53 +1,55 @@
-// cuda/emulator/emulator.hpp — the CUDA execution model on the CPU, for readers without a GPU.
-//
-// The .cu files in cuda/ are compiled twice: by nvcc for a real GPU (libglass_cuda.so), and by g++
-// against this header for the CPU (libglass_cuda_emulated.so). Before g++ sees a .cu file,
-// translate.cmake rewrites its two pieces of CUDA-only syntax:
-//     kernel<<<grid, block, shared_bytes>>>(args...)  ->  glass_emu::launch("kernel", {grid, block,
-//                                                          shared_bytes}, <calls kernel>, args...)
-//     extern __shared__ float q[];                    ->  float* q = glass_emu::dynamic_shared<float>();
-// and adds #line directives, so compiler errors, gdb breakpoints and stack traces name the .cu file
-// and line. Everything else — __global__, threadIdx, __syncthreads, __shfl_down_sync, __half — is
-// defined below as ordinary C++.
-//
-// How a launch runs (emulator.cpp). One block at a time, one CPU thread. Each GPU thread of the block
-// is a fiber (Boost.Context: a function with its own stack that can pause and resume). The
-// scheduler resumes every runnable fiber in turn, thread (0,0,0) first; a fiber runs until it
-// returns or reaches a synchronization point:
-//   __syncthreads()       waits until every thread of the block has arrived;
-//   __shfl_*_sync(mask)   waits until every lane named in `mask` has arrived, then each lane
-//                         receives its source lane's value (a warp is 32 consecutive threads).
-// So a kernel sees the same values it would see on a GPU wherever its result is defined, and the
-// emulator stops with a launch error (cudaErrorLaunchFailure, the message naming kernel, block and
-// thread) where a GPU would hang or give undefined results: a __syncthreads that some threads
-// never reach (because they returned early), a shuffle whose mask names a lane that has returned
-// or does not exist, two lanes passing different masks. Launch configurations are checked against
-// the limits of an H200 (1,024 threads per block, 48 KiB dynamic shared memory, grid y/z <= 65,535).
-// A block whose threads never synchronize needs no fibers: once the first block of a launch has run
-// without any synchronization, the others run thread after thread as plain calls (fast).
-//
-// Streams and graphs: work queued on a stream runs at once (the host waits for it). Between
-// cudaStreamBeginCapture and cudaStreamEndCapture on the per-thread default stream, launches,
-// asynchronous copies and (emulated) cuBLAS products are recorded instead, with the arguments they
-// were queued with, and cudaGraphLaunch runs the recording. Calls CUDA refuses during a capture
-// (synchronous copies, allocation, any wait, work on the legacy stream) are refused here too, and
-// spoil the capture, so a graph that would fail on a GPU fails here.
-//
-// Races: a fiber runs as far as it can before the next one starts, which is an unfriendly
-// schedule for a kernel that forgot a barrier (thread 0 reads a shared tile nobody else has
-// written yet, or overwrites one the others have not read): deleting either __syncthreads of
-// matmul_tiled_kernel makes the harness fail. That is a strong hint, not a proof; compute-sanitizer's
-// racecheck on a GPU is the proof.
-// Memory: device memory is host memory, one mapping per cudaMalloc, the buffer's end against a
-// guard page; a kernel that reads or writes past the end of a buffer is stopped there, and the
-// message names kernel, block, thread and buffer. Fresh allocations hold NaN (0xff bytes), so
-// reading memory nobody wrote shows. Copies are checked against the allocation they touch.
-// Built with -DGLASS_ASAN=ON, AddressSanitizer watches every access instead: before or after a
-// device buffer, and outside a __shared__ array, at any offset.
-// What it cannot show: speed (it is a CPU), a warp's real lockstep timing, and the exact rounding
-// of CUDA's expf/sinf/cosf (g++'s libm is used; the harness's 1e-5 tolerance covers both).
-// Without GLASS_ASAN it also misses accesses *before* the start of a buffer, and within its last
-// 16 bytes of padding.
+/// \file
+/// \brief cuda/emulator/emulator.hpp — the CUDA execution model on the CPU, for readers without a GPU.
+/// ```text
+/// The .cu files in cuda/ are compiled twice: by nvcc for a real GPU (libglass_cuda.so), and by g++
+/// against this header for the CPU (libglass_cuda_emulated.so). Before g++ sees a .cu file,
+/// translate.cmake rewrites its two pieces of CUDA-only syntax:
+///     kernel<<<grid, block, shared_bytes>>>(args...)  ->  glass_emu::launch("kernel", {grid, block,
+///                                                          shared_bytes}, <calls kernel>, args...)
+///     extern __shared__ float q[];                    ->  float* q = glass_emu::dynamic_shared<float>();
+/// and adds #line directives, so compiler errors, gdb breakpoints and stack traces name the .cu file
+/// and line. Everything else — __global__, threadIdx, __syncthreads, __shfl_down_sync, __half — is
+/// defined below as ordinary C++.
+///
+/// How a launch runs (emulator.cpp). One block at a time, one CPU thread. Each GPU thread of the block
+/// is a fiber (Boost.Context: a function with its own stack that can pause and resume). The
+/// scheduler resumes every runnable fiber in turn, thread (0,0,0) first; a fiber runs until it
+/// returns or reaches a synchronization point:
+///   __syncthreads()       waits until every thread of the block has arrived;
+///   __shfl_*_sync(mask)   waits until every lane named in `mask` has arrived, then each lane
+///                         receives its source lane's value (a warp is 32 consecutive threads).
+/// So a kernel sees the same values it would see on a GPU wherever its result is defined, and the
+/// emulator stops with a launch error (cudaErrorLaunchFailure, the message naming kernel, block and
+/// thread) where a GPU would hang or give undefined results: a __syncthreads that some threads
+/// never reach (because they returned early), a shuffle whose mask names a lane that has returned
+/// or does not exist, two lanes passing different masks. Launch configurations are checked against
+/// the limits of an H200 (1,024 threads per block, 48 KiB dynamic shared memory, grid y/z <= 65,535).
+/// A block whose threads never synchronize needs no fibers: once the first block of a launch has run
+/// without any synchronization, the others run thread after thread as plain calls (fast).
+///
+/// Streams and graphs: work queued on a stream runs at once (the host waits for it). Between
+/// cudaStreamBeginCapture and cudaStreamEndCapture on the per-thread default stream, launches,
+/// asynchronous copies and (emulated) cuBLAS products are recorded instead, with the arguments they
+/// were queued with, and cudaGraphLaunch runs the recording. Calls CUDA refuses during a capture
+/// (synchronous copies, allocation, any wait, work on the legacy stream) are refused here too, and
+/// spoil the capture, so a graph that would fail on a GPU fails here.
+///
+/// Races: a fiber runs as far as it can before the next one starts, which is an unfriendly
+/// schedule for a kernel that forgot a barrier (thread 0 reads a shared tile nobody else has
+/// written yet, or overwrites one the others have not read): deleting either __syncthreads of
+/// matmul_tiled_kernel makes the harness fail. That is a strong hint, not a proof; compute-sanitizer's
+/// racecheck on a GPU is the proof.
+/// Memory: device memory is host memory, one mapping per cudaMalloc, the buffer's end against a
+/// guard page; a kernel that reads or writes past the end of a buffer is stopped there, and the
+/// message names kernel, block, thread and buffer. Fresh allocations hold NaN (0xff bytes), so
+/// reading memory nobody wrote shows. Copies are checked against the allocation they touch.
+/// Built with -DGLASS_ASAN=ON, AddressSanitizer watches every access instead: before or after a
+/// device buffer, and outside a __shared__ array, at any offset.
+/// What it cannot show: speed (it is a CPU), a warp's real lockstep timing, and the exact rounding
+/// of CUDA's expf/sinf/cosf (g++'s libm is used; the harness's 1e-5 tolerance covers both).
+/// Without GLASS_ASAN it also misses accesses *before* the start of a buffer, and within its last
+/// 16 bytes of padding.
+/// ```
 #pragma once
 
 #include <math.h>

@@ -31,15 +31,17 @@
 
 namespace glass {
 
+/// The head counts attention needs: `n_heads` query heads share `n_kv_heads` K/V heads.
 struct AttentionShape {
-    int n_heads;
-    int n_kv_heads;
-    int head_dim;
+    int n_heads;     ///< query heads
+    int n_kv_heads;  ///< key/value heads; divides `n_heads` (equal: multi-head, 1: multi-query)
+    int head_dim;    ///< numbers per head
 };
 
-// Attention for one head, written out fully: scores, mask, softmax, weighted sum.
-// q_h [n_q, head_dim]; k_g, v_g [n_k, head_dim]; returns [n_q, head_dim].
-// When `weights_out` is given it receives the attention weights [n_q, n_k] (for explaining).
+/// \brief Attention for one head, written out fully: scores, causal mask, softmax, weighted sum.
+///
+/// `q_h` `[n_q, head_dim]` (row i at position `start_pos + i`); `k_g`, `v_g` `[n_k, head_dim]`;
+/// returns `[n_q, head_dim]`. When `weights_out` is given it receives the weights `[n_q, n_k]`.
 template <typename Q, typename K, typename V>
 RowMatrix attention_head(const Q& q_h, const K& k_g, const V& v_g, int start_pos, float scale,
                          RowMatrix* weights_out = nullptr) {
@@ -55,8 +57,14 @@ RowMatrix attention_head(const Q& q_h, const K& k_g, const V& v_g, int start_pos
     return scores * v_g;  // [n_q, head_dim]
 }
 
-// All heads. When `head_weights_out` is given it receives each head's weights:
-// [n_heads] -> [n_q, n_k] (for explaining; see trace.hpp).
+/// \brief Attention for every head: causal, scaled, grouped-query.
+///
+/// `q` `[n_q, n_heads * head_dim]` holds the rotated queries of positions `start_pos ..`;
+/// `keys`, `values` `[start_pos + n_q, n_kv_heads * head_dim]` are the cache's rows so far.
+/// Query head h reads KV head `h / (n_heads / n_kv_heads)`; `scale` is `1/sqrt(head_dim)`.
+/// Returns `[n_q, n_heads * head_dim]`, the heads side by side. When `head_weights_out` is given
+/// it receives each head's weights, `[n_heads]` of `[n_q, n_k]` (for explaining; see trace.hpp).
+/// Throws glass::Error when the head counts do not divide or the cache has the wrong length.
 inline RowMatrix causal_attention(const RowMatrix& q, const Eigen::Ref<const RowMatrix>& keys,
                                   const Eigen::Ref<const RowMatrix>& values, int start_pos,
                                   const AttentionShape& s, float scale,

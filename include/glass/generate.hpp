@@ -2,22 +2,31 @@
 /// \brief glass/generate.hpp — journey steps 6–8 as one loop: prefill once, then decode until done.
 /// ```text
 /// In:  a Session (model + KV cache on some backend), its tokenizer, a prompt, options.
-/// Out: the generated ids and text, why generation stopped, and timings. Text is handed to
-///      `on_text` as soon as it is complete (whole UTF-8 characters, never part of a stop string).
+/// Out: the generated ids and text, why generation stopped, timings (when each token was chosen)
+///      and, if asked, log-probabilities. Text is handed to `on_text` as soon as it is complete
+///      (whole UTF-8 characters, never part of a stop string).
 ///
 ///   prompt_ids = encode(prompt)             BOS first
 ///   logits = prefill(prompt_ids)             every prompt position at once; cache = n_prompt rows
-///   next = sample(logits)                    first token (TTFT ends here); it has no K/V yet
 ///   loop:
+///     next = sample(logits)                  the first pass ends TTFT; next has no K/V yet
 ///     stop if next is BOS (llama2.c's rule) or EOS, or a stop string appeared, or enough tokens
 ///     logits = decode(next)                  writes next's K/V at position n_prompt + i
-///     next = sample(logits)
+///
+/// Log-probabilities (options.logprobs, options.top_logprobs): at each step, ln p of the chosen
+/// token and of the top_logprobs most likely tokens, where p = softmax(raw logits), temperature 1,
+/// before any truncation: what the model predicted, whatever the sampling settings. So a token
+/// top-p would drop still shows its logprob, and a greedy pick's is not 0. (OpenAI-style
+/// logprobs / top_logprobs.)
 /// ```
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstddef>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +46,12 @@ struct GenerateOptions {
     std::vector<std::string> stop_strings;
     bool stop_on_bos = true;         ///< llama2.c ends a story when the model emits BOS
     bool stop_on_eos = true;
+    bool logprobs = false;           ///< record each generated token's log-probability
+    int top_logprobs = 0;            ///< 0..20: also the this-many most likely tokens per step (implies logprobs)
 };
+
+/// The most alternatives a step can report (OpenAI's limit for top_logprobs).
+constexpr int kMaxTopLogprobs = 20;
 
 enum class StopReason { length, context_full, bos, eos, stop_string };
 
@@ -52,13 +66,55 @@ inline const char* to_string(StopReason r) {
     return "?";
 }
 
+/// A token and its log-probability ln p, p = softmax(raw logits) at temperature 1.
+struct TokenLogprob {
+    int id = 0;
+    double logprob = 0;
+};
+
+/// What the model predicted at one generated position.
+struct StepLogprobs {
+    TokenLogprob chosen;            ///< the token generated here
+    std::vector<TokenLogprob> top;  ///< the top_logprobs most likely, most likely first (ties: lower id)
+};
+
 struct GenerateResult {
     std::vector<int> prompt_ids;
     std::vector<int> generated_ids;  ///< after the prompt; includes a final BOS/EOS that stopped it
     std::string text;                ///< generated text only, as streamed (stop string excluded)
     StopReason stop_reason = StopReason::length;
     GenerationMetrics metrics;
+    std::vector<StepLogprobs> logprobs;  ///< one per generated id, if asked for; else empty
 };
+
+/// log-softmax of the raw logits [vocab], in double: `ln p_i = l_i - max - ln sum_j exp(l_j - max)`.
+inline std::vector<double> log_probabilities(std::span<const float> logits) {
+    if (logits.empty()) fail("log-probabilities of an empty vocabulary");
+    double max_value = logits[0];
+    for (float l : logits) max_value = std::max(max_value, static_cast<double>(l));
+    double sum = 0.0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l) - max_value);
+    const double log_sum = max_value + std::log(sum);
+    std::vector<double> logprobs(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) logprobs[i] = static_cast<double>(logits[i]) - log_sum;
+    return logprobs;
+}
+
+/// One step's report: the chosen token's logprob and the k most likely tokens, descending.
+inline StepLogprobs step_logprobs(std::span<const float> logits, int chosen, int k) {
+    const std::vector<double> logprobs = log_probabilities(logits);
+    StepLogprobs step{{chosen, logprobs.at(static_cast<size_t>(chosen))}, {}};
+    std::vector<int> ids(logprobs.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+    const auto more_likely = [&](int a, int b) {
+        const double la = logprobs[static_cast<size_t>(a)], lb = logprobs[static_cast<size_t>(b)];
+        return la > lb || (la == lb && a < b);
+    };
+    const size_t n = std::min(ids.size(), static_cast<size_t>(std::max(k, 0)));
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), more_likely);
+    for (size_t i = 0; i < n; ++i) step.top.push_back({ids[i], logprobs[static_cast<size_t>(ids[i])]});
+    return step;
+}
 
 /// llama2.c's `-n steps` counts positions including the prompt; this many tokens get generated.
 inline int new_tokens_for_steps(int steps, int n_prompt) { return std::max(0, steps - n_prompt + 1); }
@@ -72,20 +128,23 @@ inline GenerateResult generate(Session& session, const Tokenizer& tokenizer, std
     };
     validate(options.sampling);
     if (options.max_new_tokens < 0) fail("max new tokens must be >= 0, got ", options.max_new_tokens);
+    if (options.top_logprobs < 0 || options.top_logprobs > kMaxTopLogprobs)
+        fail("top logprobs must be in [0, ", kMaxTopLogprobs, "], got ", options.top_logprobs);
     const ModelConfig& config = session.config();
     if (tokenizer.vocab_size() != config.vocab_size)
         fail("tokenizer has ", tokenizer.vocab_size(), " pieces but the model's vocabulary has ",
              config.vocab_size);
 
-    const auto t0 = clock::now();
+    const auto t0 = clock::now();  // the request starts: every timing is measured from here
     GenerateResult r;
+    GenerationMetrics& m = r.metrics;
     r.prompt_ids = tokenizer.encode(prompt, /*add_bos=*/true, /*add_eos=*/false);
     const int n_prompt = static_cast<int>(r.prompt_ids.size());
     if (n_prompt > config.seq_len)
         fail("prompt of ", n_prompt, " tokens is longer than the context window of ", config.seq_len);
-    r.metrics.prompt_tokens = n_prompt;
-    r.metrics.kv_bytes_per_token = config.kv_bytes_per_token();
-    r.metrics.weight_bytes_per_token = session.weight_bytes();
+    m.prompt_tokens = n_prompt;
+    m.kv_bytes_per_token = config.kv_bytes_per_token();
+    m.weight_bytes_per_token = session.weight_bytes();
     if (options.max_new_tokens == 0) return r;
 
     Llama2cRng rng(options.seed);
@@ -96,15 +155,16 @@ inline GenerateResult generate(Session& session, const Tokenizer& tokenizer, std
         r.text += text;
         if (on_text) on_text(text);
     };
+    const bool want_logprobs = options.logprobs || options.top_logprobs > 0;
 
     session.reset();
-    int next = sample(session.prefill(r.prompt_ids), options.sampling, rng);
-    r.metrics.ttft_ms = ms_since(t0);
+    std::span<const float> logits = session.prefill(r.prompt_ids);  // [vocab], the last prompt position
     int prev = r.prompt_ids.back();
-    double last_token_ms = r.metrics.ttft_ms;
     while (true) {
+        const int next = sample(logits, options.sampling, rng);
+        m.token_ms.push_back(ms_since(t0));  // the first one is TTFT
+        if (want_logprobs) r.logprobs.push_back(step_logprobs(logits, next, options.top_logprobs));
         r.generated_ids.push_back(next);
-        last_token_ms = ms_since(t0);
         if (options.stop_on_bos && next == tokenizer.bos_id()) { r.stop_reason = StopReason::bos; break; }
         if (options.stop_on_eos && next == tokenizer.eos_id()) { r.stop_reason = StopReason::eos; break; }
         emit(stop_filter.push(utf8_stream.push(tokenizer.decode(prev, next))));
@@ -114,15 +174,15 @@ inline GenerateResult generate(Session& session, const Tokenizer& tokenizer, std
             break;
         }
         if (session.position() >= config.seq_len) { r.stop_reason = StopReason::context_full; break; }
-        const std::span<const float> logits = session.decode(next);
+        logits = session.decode(next);
         prev = next;
-        next = sample(logits, options.sampling, rng);
     }
     if (!stop_filter.stopped()) emit(stop_filter.push(utf8_stream.finish()) + stop_filter.finish());
 
-    GenerationMetrics& m = r.metrics;
+    // TTFT is the first timestamp; TPOT the mean gap between the later ones: (last - first) / (n - 1).
     m.generated_tokens = static_cast<int>(r.generated_ids.size());
-    m.total_ms = last_token_ms;
+    m.ttft_ms = m.token_ms.front();
+    m.total_ms = m.token_ms.back();
     m.tpot_ms = m.generated_tokens > 1 ? (m.total_ms - m.ttft_ms) / (m.generated_tokens - 1) : 0.0;
     m.tokens_per_s = m.total_ms > 0 ? 1000.0 * m.generated_tokens / m.total_ms : 0.0;
     m.decode_tokens_per_s = m.tpot_ms > 0 ? 1000.0 / m.tpot_ms : 0.0;

@@ -21,8 +21,11 @@
 
 namespace glass {
 
-// The one rule of writing to a cache (shared with the CUDA twin, cuda/kv_cache.cpp): new rows go
-// exactly at the current length, and must fit in the context window.
+/// \brief The one rule of writing to a cache: new rows go exactly at the current length, and must
+/// fit in the context window.
+///
+/// Shared with the CUDA twin's cache (cuda/kv_cache.cpp). `n_new` rows at `start_pos` into a cache
+/// holding `length` of `capacity` positions; otherwise glass::Error names the position.
 inline void check_kv_write(int length, int capacity, int start_pos, std::int64_t n_new) {
     if (start_pos != length)
         fail("KV cache: writing position ", start_pos, " but the cache holds ", length,
@@ -31,17 +34,26 @@ inline void check_kv_write(int length, int capacity, int start_pos, std::int64_t
         fail("KV cache: position ", start_pos + n_new - 1, " is past the context window of ", capacity);
 }
 
+/// \brief The KV cache of one sequence on the CPU: per layer, K and V as `[seq_len, kv_dim]`
+/// matrices, row p for position p.
+///
+/// A forward pass writes its new rows in every layer (write), reads rows `0 .. n-1` (keys,
+/// values), and only then counts them (advance), so every layer of one pass sees the same length.
 class KVCache {
 public:
+    /// Allocates, once, K and V for every position of the context window (`c.seq_len`).
     explicit KVCache(const ModelConfig& c)
         : keys_(c.n_layers, RowMatrix::Zero(c.seq_len, c.kv_dim())),
           values_(c.n_layers, RowMatrix::Zero(c.seq_len, c.kv_dim())),
           capacity_(c.seq_len) {}
 
-    int length() const { return length_; }      // positions filled (same in every layer)
-    int capacity() const { return capacity_; }  // the context window
+    int length() const { return length_; }      ///< positions filled (same in every layer)
+    int capacity() const { return capacity_; }  ///< the context window
 
-    // Store k, v [n_new, kv_dim] for positions start_pos .. start_pos + n_new - 1 of one layer.
+    /// \brief Stores `k`, `v` `[n_new, kv_dim]` at positions `start_pos .. start_pos + n_new - 1` of
+    /// one layer.
+    ///
+    /// `start_pos` must equal length() (check_kv_write): no holes, no rewrites.
     void write(int layer, int start_pos, const RowMatrix& k, const RowMatrix& v) {
         check(layer, 0);
         check_kv_write(length_, capacity_, start_pos, k.rows());
@@ -49,17 +61,20 @@ public:
         values_[layer].middleRows(start_pos, v.rows()) = v;
     }
 
-    // After every layer has written its rows for this step, the new positions count.
+    /// After every layer has written its rows for this step, the new positions count.
     void advance(int n_new) { length_ += n_new; }
 
-    // Rows 0 .. n-1 of one layer: [n, kv_dim].
+    /// Keys of positions `0 .. n-1` of one layer: a view `[n, kv_dim]`.
     auto keys(int layer, int n) const { return keys_[check(layer, n)].topRows(n); }
+    /// Values of positions `0 .. n-1` of one layer: a view `[n, kv_dim]`.
     auto values(int layer, int n) const { return values_[check(layer, n)].topRows(n); }
 
+    /// Forgets every position (a new sequence); the memory stays allocated.
     void clear() { length_ = 0; }
 
-    // Bytes of K and V in use right now (fp32), and reserved in total.
+    /// Bytes of K and V in use right now (fp32): `kv_bytes_per_token` times length().
     std::int64_t bytes_used(const ModelConfig& c) const { return c.kv_bytes_per_token() * length_; }
+    /// Bytes of K and V allocated for the whole context window.
     std::int64_t bytes_reserved() const {
         std::int64_t total = 0;
         for (const auto& m : keys_) total += 2 * static_cast<std::int64_t>(m.size()) * sizeof(float);

@@ -7,8 +7,11 @@
 ///   for every token, so  tokens/s ≤ memory bandwidth / bytes read per token  (C7).
 /// What a user feels:
 ///   TTFT (time to first token) = tokenization + prefill + first sample.
-///   TPOT (time per output token, a.k.a. inter-token latency) = mean gap between later tokens.
+///   TPOT (time per output token, a.k.a. inter-token latency) = the mean gap between consecutive
+///        tokens after the first: (t_last - t_first) / (n_out - 1), where t_i is when token i
+///        was chosen (GenerationMetrics::token_ms). A mean: single gaps can be far longer.
 ///   latency = TTFT + (n_out - 1) · TPOT                                      (C10)
+///        (an identity, by TPOT's definition: useful to predict, not to check a measurement)
 /// KV cache per token = 2 (K,V) · layers · KV heads · head_dim · bytes per value   (C8, C9).
 /// ```
 #pragma once
@@ -40,8 +43,9 @@ inline double request_latency_s(double ttft_s, double tpot_s, int n_output_token
 struct GenerationMetrics {
     int prompt_tokens = 0;
     int generated_tokens = 0;
+    std::vector<double> token_ms;  ///< request start -> each generated token chosen; [0] is ttft_ms
     double ttft_ms = 0;          ///< request start -> first token chosen
-    double tpot_ms = 0;          ///< mean time per token after the first (0 if only one)
+    double tpot_ms = 0;          ///< mean gap between consecutive token_ms after the first (0 if only one)
     double total_ms = 0;         ///< request start -> last token chosen
     double tokens_per_s = 0;     ///< generated tokens / total time (end to end)
     double decode_tokens_per_s = 0;  ///< 1000 / tpot_ms

@@ -15,8 +15,13 @@
 
 namespace glass {
 
+/// silu(g) = g · σ(g) = g / (1 + e^-g): about g for large g, about 0 for very negative g, and
+/// its smallest value is -0.278, at g ≈ -1.28.
 inline float silu(float g) { return g * (1.0f / (1.0f + std::exp(-g))); }
 
+/// The SwiGLU MLP on every row of x [n_tokens, dim]: gate = x W1ᵀ and up = x W3ᵀ
+/// [n_tokens, hidden]; h = silu(gate) ⊙ up; returns h W2ᵀ [n_tokens, dim]. Each row is
+/// computed on its own.
 template <typename W>
 RowMatrix swiglu_mlp(const RowMatrix& x, const W& w1, const W& w2, const W& w3) {
     RowMatrix gate = x * w1.transpose();        // [n_tokens, hidden]

@@ -8,15 +8,31 @@
 ///   greedy (temperature 0): the id with the largest logit, lowest id on a tie.
 ///   temperature T:  p = softmax(logits / T). T < 1 sharpens, T = 1 leaves the model's
 ///                   distribution as is, T > 1 flattens it.
-///   top-k:          keep the k most probable tokens.
-///   min-p:          keep tokens with p >= min_p · p_max.
-///   top-p (nucleus):keep the smallest most-probable set whose probability exceeds top_p
-///                   (the token that crosses it is kept); top_p = 1 keeps everything.
-///   Each truncation renormalizes what it keeps; then one uniform draw picks a token.
+///   top-k:          keep the k most probable tokens; renormalize them to sum to 1.
+///   min-p:          keep tokens with p >= min_p · p_max; renormalize.
+///   top-p (nucleus):keep the smallest most-probable set whose probability reaches top_p
+///                   (running sum >= top_p); top_p = 1 keeps everything.
+///   draw:           one uniform coin in [0, 1), scaled by the kept mass, walks the cumulative
+///                   sum of what is kept. Scaling the coin picks with the same odds as
+///                   renormalizing, so top-p does not renormalize. top-k and min-p do, so that a
+///                   top-p after them measures p among the tokens they kept.
 ///
-/// With only temperature and top-p set, this reproduces llama2.c's sampler draw for draw
-/// (its xorshift64* generator, its fp32 softmax, its nucleus rule with the (1-p)/(n-1) cutoff
-/// and stable descending sort), so a seed gives the same story as run.c.
+/// Two nucleus rules (SamplingParams::nucleus):
+///   reaches_p           the textbook rule above: stop at the token whose running sum >= top_p.
+///                       C12: 0.80 + 0.10 = 0.90 reaches 0.9, so {Paris, Lyon}.
+///   exceeds_p_llama2c   llama2.c's: stop at the token whose running sum > top_p, after first
+///                       dropping tokens below (1 - top_p)/(n - 1), which can never be needed.
+/// They keep different sets only when a running sum lands exactly on top_p: reaches_p stops
+/// there, exceeds_p_llama2c takes one more token. With 0.5/0.25/0.125/0.125 (exact in fp32) and
+/// top_p = 0.75, reaches_p keeps 2 tokens and exceeds_p_llama2c keeps 3. C12 is such a landing on
+/// paper, but in fp32 0.8f + 0.1f rounds to 0.90000004 > 0.9f (0.89999998), so llama2.c's rule
+/// also keeps {Paris, Lyon} there, by rounding.
+///
+/// The default is exceeds_p_llama2c: with it, and only temperature and top-p set, this reproduces
+/// llama2.c's sampler draw for draw (its xorshift64* generator, its fp32 softmax, its nucleus
+/// rule and cutoff, its stable descending sort), so `--seed N` gives the same story as run.c, and
+/// the tests replay run.c's seeded stories. Real model distributions almost never put a running
+/// sum exactly on top_p, so the default costs nothing in practice.
 /// ```
 #pragma once
 
@@ -47,11 +63,18 @@ private:
     std::uint64_t state_;
 };
 
+/// Where the nucleus (top-p) walk stops; they differ only when a running sum equals top_p exactly.
+enum class NucleusRule {
+    exceeds_p_llama2c,  ///< llama2.c: stop once the running sum is greater than top_p (the default)
+    reaches_p,          ///< textbook: stop once the running sum is greater than or equal to top_p
+};
+
 struct SamplingParams {
     float temperature = 1.0f;  ///< 0 = greedy
     float top_p = 1.0f;        ///< (0, 1]; 1 = no nucleus truncation
     int top_k = 0;             ///< 0 = off
     float min_p = 0.0f;        ///< [0, 1]; 0 = off
+    NucleusRule nucleus = NucleusRule::exceeds_p_llama2c;  ///< so that a seed replays run.c
 };
 
 inline void validate(const SamplingParams& p) {
@@ -106,13 +129,14 @@ inline std::vector<Candidate> sorted_candidates(std::span<const float> probs) {
     return c;
 }
 
+/// Scale the kept probabilities to sum to 1.
 inline void renormalize(std::vector<Candidate>& c) {
     float sum = 0.0f;
     for (const Candidate& x : c) sum += x.p;
     for (Candidate& x : c) x.p /= sum;
 }
 
-/// Keep the k most probable (c sorted descending).
+/// Keep the k most probable (c sorted descending) and renormalize them.
 inline void keep_top_k(std::vector<Candidate>& c, int k) {
     if (k > 0 && static_cast<size_t>(k) < c.size()) {
         c.resize(static_cast<size_t>(k));
@@ -120,7 +144,7 @@ inline void keep_top_k(std::vector<Candidate>& c, int k) {
     }
 }
 
-/// Keep tokens at least min_p times as probable as the most probable one.
+/// Keep tokens at least min_p times as probable as the most probable one, renormalized.
 inline void keep_min_p(std::vector<Candidate>& c, float min_p) {
     if (min_p <= 0.0f || c.empty()) return;
     const float threshold = min_p * c.front().p;
@@ -132,13 +156,26 @@ inline void keep_min_p(std::vector<Candidate>& c, float min_p) {
     }
 }
 
-/// Nucleus: the shortest prefix whose probability exceeds top_p (c sorted descending).
-/// "Exceeds" (>), not "reaches" (>=): that is llama2.c's rule, and matching it draw for draw matters
-/// more than the difference, which only shows when a running sum lands exactly on top_p.
-/// Tokens below (1 - top_p)/(n - 1) can never be needed (together they hold less than 1 - top_p),
-/// so they are dropped first — llama2.c's shortcut, kept so results match it exactly. If fp32
-/// rounding means the running sum never exceeds top_p, everything above the cutoff is kept.
-inline void keep_top_p(std::vector<Candidate>& c, float top_p) {
+/// Nucleus, textbook rule: the shortest prefix of `c` (sorted descending) whose probability
+/// reaches top_p (`running sum >= top_p`). If fp32 rounding keeps the sum just short of top_p,
+/// everything is kept.
+inline void keep_top_p_reaching(std::vector<Candidate>& c, float top_p) {
+    if (top_p >= 1.0f) return;
+    float cumulative = 0.0f;
+    for (size_t i = 0; i < c.size(); ++i) {
+        cumulative += c[i].p;
+        if (cumulative >= top_p) {
+            c.resize(i + 1);
+            return;
+        }
+    }
+}
+
+/// Nucleus, llama2.c's rule (its sample_topp, line for line): the shortest prefix whose
+/// probability exceeds top_p (`running sum > top_p`). Tokens below (1 - top_p)/(n - 1) can
+/// never be needed (together they hold less than 1 - top_p), so they are dropped first; if fp32
+/// rounding means the running sum never exceeds top_p, everything above that cutoff is kept.
+inline void keep_top_p_llama2c(std::vector<Candidate>& c, float top_p) {
     if (top_p >= 1.0f || c.size() < 2) return;
     const float cutoff = (1.0f - top_p) / static_cast<float>(c.size() - 1);
     size_t n = 0;
@@ -153,6 +190,14 @@ inline void keep_top_p(std::vector<Candidate>& c, float top_p) {
         }
     }
     c.resize(std::max<size_t>(keep, 1));
+}
+
+/// Top-p with the chosen rule (c sorted descending). Keeps what it keeps without renormalizing:
+/// draw() scales its coin by the kept mass instead.
+inline void keep_top_p(std::vector<Candidate>& c, float top_p,
+                       NucleusRule rule = NucleusRule::exceeds_p_llama2c) {
+    if (rule == NucleusRule::reaches_p) keep_top_p_reaching(c, top_p);
+    else keep_top_p_llama2c(c, top_p);
 }
 
 /// Walk the cumulative distribution of `c` (in its order) to where the draw `coin` in [0,1)
@@ -194,8 +239,33 @@ inline int sample(std::span<const float> logits, const SamplingParams& params, L
     std::vector<Candidate> c = sorted_candidates(probs);
     keep_top_k(c, params.top_k);
     keep_min_p(c, params.min_p);
-    keep_top_p(c, params.top_p);
+    keep_top_p(c, params.top_p, params.nucleus);
     return draw(c, coin);
+}
+
+/// The distribution sample() draws from, per token id [vocab]: what a display should show.
+/// Temperature 0 gives one-hot at sample_argmax (greedy is the T -> 0 limit of softmax(l / T));
+/// otherwise softmax at T, with the truncations applied and the kept tokens renormalized to sum
+/// to 1 (the odds draw() gives them); dropped tokens get 0.
+inline std::vector<float> sampling_distribution(std::span<const float> logits, const SamplingParams& params) {
+    validate(params);
+    if (logits.empty()) fail("cannot sample from an empty vocabulary");
+    check_finite(logits);
+    std::vector<float> dist(logits.size(), 0.0f);
+    if (params.temperature == 0.0f) {
+        dist[static_cast<size_t>(sample_argmax(logits))] = 1.0f;
+        return dist;
+    }
+    const std::vector<float> probs = probabilities(logits, params.temperature);
+    if (params.top_k == 0 && params.min_p == 0.0f && params.top_p >= 1.0f) return probs;
+
+    std::vector<Candidate> c = sorted_candidates(probs);
+    keep_top_k(c, params.top_k);
+    keep_min_p(c, params.min_p);
+    keep_top_p(c, params.top_p, params.nucleus);
+    renormalize(c);
+    for (const Candidate& x : c) dist[static_cast<size_t>(x.id)] = x.p;
+    return dist;
 }
 
 }  // namespace glass

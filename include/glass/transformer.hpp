@@ -38,8 +38,12 @@
 
 namespace glass {
 
-// One transformer block over n positions; updates x [n, dim] in place and the layer's cache.
-// `trace` (optional) receives what this layer saw: see trace.hpp.
+/// \brief One transformer block over n positions: attention half, then MLP half, each added
+/// to the residual stream.
+///
+/// `x` `[n, dim]` holds positions `cache.length() ..` and is updated in place; this layer's K and
+/// V rows are written to `cache` (which advances only after every layer: transformer_forward).
+/// `trace` (optional) receives what this layer saw: see trace.hpp.
 inline void transformer_block(const ModelConfig& c, const LayerWeights& w, int layer,
                               RowMatrix& x, KVCache& cache, LayerTrace* trace = nullptr) {
     const int start_pos = cache.length();
@@ -66,8 +70,11 @@ inline void transformer_block(const ModelConfig& c, const LayerWeights& w, int l
     if (trace) trace->residual_norm_after_mlp = x.rowwise().norm();
 }
 
-// What every backend (this one and cuda/transformer.cpp) checks before a forward pass over `ids`
-// at position cache_length: at least one id, each inside the vocabulary, room in the context.
+/// \brief The input rules of a forward pass, shared by every backend (this one and the CUDA twin's
+/// cuda/transformer.cpp).
+///
+/// A pass over `ids` at position `cache_length` needs at least one id, each inside the
+/// vocabulary, and room in the context window; otherwise glass::Error names the offending value.
 inline void check_forward_input(const ModelConfig& c, int cache_length, std::span<const int> ids) {
     if (ids.empty()) fail("forward pass needs at least one token");
     if (cache_length + static_cast<std::int64_t>(ids.size()) > c.seq_len)
@@ -79,8 +86,11 @@ inline void check_forward_input(const ModelConfig& c, int cache_length, std::spa
             fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
 }
 
-// Runs ids through every layer; returns the last position's logits [vocab].
-// `trace` (optional) receives every layer's attention weights and residual norms (trace.hpp).
+/// \brief The model's forward pass: runs `ids` through every layer at positions
+/// `cache.length() ..` and returns the last position's logits `[vocab]`.
+///
+/// Prefill passes the whole prompt, decode one id; both append their K/V rows to `cache`.
+/// `trace` (optional) receives every layer's attention weights and residual norms (trace.hpp).
 inline std::vector<float> transformer_forward(const Model& m, KVCache& cache,
                                               std::span<const int> ids,
                                               ForwardTrace* trace = nullptr) {
@@ -101,7 +111,11 @@ inline std::vector<float> transformer_forward(const Model& m, KVCache& cache,
     return logits;
 }
 
-// The CPU backend: one model, one sequence, one KV cache.
+/// \brief The CPU backend: one model, one sequence, one KV cache.
+///
+/// A Session (session.hpp) over transformer_forward: `prefill(ids)` runs the prompt, each
+/// `decode(id)` one more position; both return the logits of the newest position, valid until
+/// the next call. generate() drives it, and the CUDA twin (`CudaSession`) in the same way.
 class CpuSession : public Session {
 public:
     explicit CpuSession(const Model& model) : model_(model), cache_(model.config) {}

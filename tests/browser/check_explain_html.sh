@@ -3,10 +3,12 @@
 #
 # 1. Finds Debian's chromium, installing it with apt-get when missing.
 # 2. Proves the browser can run headless here (a tiny page whose script marks the DOM).
-# 3. Runs `glass explain --json --html`, opens the page as page.html#click=N (the page dispatches a
-#    real click on token N once loaded), dumps the DOM after the scripts ran, and has DOM_CHECK
-#    compare the heatmap, the KV-cache chart and the top-5 bars with the --json output.
-#    Done for a prompt token (its row came from the prefill) and a generated one (a decode step).
+# 3. Runs `glass explain --json --html`, opens the page as page.html#click=N&layer=L (the page
+#    dispatches real clicks on token N and on layer L's button once loaded), dumps the DOM after the
+#    scripts ran, and has DOM_CHECK compare the heatmap, the GQA groups, the query x key triangles,
+#    the KV-cache chart and the top-5 bars with the --json output. Done greedy for a prompt token
+#    (its row came from the prefill) and a generated one (a decode step), and once sampled (the
+#    bars then carry the draw's distribution too).
 # 4. Saves a screenshot to OUT_DIR/explain.png.
 #
 # Exit: 0 passed; 1 failed; 77 skipped (chromium cannot be installed or cannot run headless), which
@@ -81,18 +83,27 @@ if ! "$glass" explain -p "$prompt" -n 6 --json --html "$out/explain.html" >"$out
   exit 1
 fi
 tail -n 1 "$out/explain.txt" >"$out/explain.json"
+if ! "$glass" explain -p "$prompt" -n 4 --temperature 0.9 --top-k 20 --top-p 0.95 --seed 11 --json \
+       --html "$out/explain_sampled.html" >"$out/explain_sampled.txt"; then
+  echo "FAILED: glass explain (sampled) did not run"
+  exit 1
+fi
+tail -n 1 "$out/explain_sampled.txt" >"$out/explain_sampled.json"
 status=0
-for position in 2 7; do
-  if ! run_browser --dump-dom "file://$out/explain.html#click=$position" >"$out/dom_click_$position.html"; then
+# page  token  layer
+for view in "explain 2 0" "explain 7 3" "explain_sampled 6 1"; do
+  read -r page position layer <<<"$view"
+  dom="$out/dom_${page}_click_${position}_layer_${layer}.html"
+  if ! run_browser --dump-dom "file://$out/$page.html#click=$position&layer=$layer" >"$dom"; then
     echo "FAILED: chromium could not load the page (log: $out/chromium.log)"
     exit 1
   fi
-  "$dom_check" "$out/explain.json" "$out/dom_click_$position.html" "$position" || status=1
+  "$dom_check" "$out/$page.json" "$dom" "$position" "$layer" || status=1
 done
 
 # 4. The screenshot (look at it: it is the page a reader sees).
 rm -f "$out/explain.png"
-run_browser --window-size=1280,2300 --screenshot="$out/explain.png" "file://$out/explain.html#click=7" >/dev/null
+run_browser --window-size=1280,3000 --screenshot="$out/explain.png" "file://$out/explain.html#click=7&layer=3" >/dev/null
 if [ "$(head -c 8 "$out/explain.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" != "89504e470d0a1a0a" ]; then
   echo "FAILED: no PNG screenshot at $out/explain.png"
   status=1

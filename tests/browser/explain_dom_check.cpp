@@ -1,15 +1,20 @@
-// explain_dom_check JSON DOM POSITION — checks what a real browser rendered from `glass explain --html`.
+// explain_dom_check JSON DOM POSITION [LAYER] — checks what a real browser rendered from `glass explain --html`.
 //
 // In:  JSON      the last line of `glass explain --json` from the same run (printed by C++ straight
 //                from the explanation; the page instead parses its embedded copy and draws with
 //                JavaScript, so the two reach the numbers by different paths);
-//      DOM       the page's DOM after its scripts ran and token POSITION was clicked
-//                (chromium --dump-dom page.html#click=POSITION);
-//      POSITION  the clicked token.
+//      DOM       the page's DOM after its scripts ran, token POSITION was clicked and layer LAYER's
+//                triangles were chosen (chromium --dump-dom page.html#click=POSITION&layer=LAYER);
+//      POSITION  the clicked token; LAYER the layer of the triangles (default 0).
 // Checks: the clicked token is the selected one; the heatmap has exactly n_layers · n_heads ·
 // (POSITION + 1) cells, one per (layer, head, earlier position), each holding the weight --json
-// reports; each head's row sums to 1; the KV-cache chart has one point per step with the bytes
-// --json reports; the top-5 bars carry --json's probabilities. Exit 0 when all hold, 1 otherwise.
+// reports and its head's KV head; each head's row sums to 1; the GQA boxes list, for every KV head,
+// exactly the query heads that read it (h / (n_heads / n_kv_heads), worked out here from the model's
+// shape, and agreeing with --json's kv_head of every head); the triangles: one per head of LAYER,
+// each with a weight cell for every (query q, key k <= q) holding --json's attention[q][LAYER][h][k]
+// and an empty masked cell for every k > q, the clicked row outlined; the KV-cache chart has one
+// point per step with the bytes --json reports and stretches to the page (viewBox, width 100%); the
+// top-5 bars carry --json's probabilities, the model's and the draw's. Exit 0 when all hold, 1 otherwise.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -71,14 +76,17 @@ std::vector<std::map<std::string, std::string>> elements(const std::string& dom,
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::cerr << "usage: explain_dom_check EXPLAIN.json DOM.html POSITION\n";
+    if (argc != 4 && argc != 5) {
+        std::cerr << "usage: explain_dom_check EXPLAIN.json DOM.html POSITION [LAYER]\n";
         return 2;
     }
     const nlohmann::json j = nlohmann::json::parse(read_file(argv[1]));
     const std::string dom = read_file(argv[2]);
     const int position = std::stoi(argv[3]);
+    const int layer = argc == 5 ? std::stoi(argv[4]) : 0;
     const int n_layers = j["model"]["n_layers"], n_heads = j["model"]["n_heads"];
+    const int n_kv_heads = j["model"]["n_kv_heads"];
+    const int heads_per_kv = n_heads / n_kv_heads;
     const auto& attention = j["attention"];
     if (position < 0 || position >= static_cast<int>(attention.size())) {
         std::cerr << "position " << position << " has no attention in the JSON (0.." << attention.size() - 1 << ")\n";
@@ -109,6 +117,8 @@ int main(int argc, char** argv) {
     for (const auto& c : cells) {
         const int l = std::stoi(c.at("data-layer")), h = std::stoi(c.at("data-head")), k = std::stoi(c.at("data-key"));
         const double shown = std::stod(c.at("data-weight"));
+        check(c.count("data-kv-head") && c.at("data-kv-head") == std::to_string(h / heads_per_kv),
+              "heatmap cell of head " + std::to_string(h) + " is not marked with KV head " + std::to_string(h / heads_per_kv));
         const bool in_range = l >= 0 && l < n_layers && h >= 0 && h < n_heads && k >= 0 && k <= position;
         check(in_range, "cell outside the causal block: layer " + std::to_string(l) + " head " +
                             std::to_string(h) + " position " + std::to_string(k));
@@ -127,6 +137,80 @@ int main(int argc, char** argv) {
         check(std::fabs(sum - 1.0) <= 1e-5, "layer " + std::to_string(lh.first) + " head " +
                                                 std::to_string(lh.second) + " weights sum to " + std::to_string(sum));
 
+    // The GQA groups: KV head g is read by query heads g·heads_per_kv .. (g+1)·heads_per_kv - 1.
+    // --json says the same per head (kv_head), from explain's own bookkeeping.
+    const auto groups = elements(dom, "div", "kv-group");
+    check(groups.size() == static_cast<size_t>(n_kv_heads),
+          "GQA boxes: " + std::to_string(groups.size()) + ", KV heads: " + std::to_string(n_kv_heads));
+    for (size_t g = 0; g < groups.size(); ++g) {
+        std::string want;
+        for (int h = 0; h < n_heads; ++h)
+            if (h / heads_per_kv == static_cast<int>(g)) want += (want.empty() ? "" : " ") + std::to_string(h);
+        check(groups[g].at("data-kv-head") == std::to_string(g) && groups[g].at("data-heads") == want,
+              "GQA box " + std::to_string(g) + " lists heads '" + groups[g].at("data-heads") + "', expected '" + want + "'");
+    }
+    const auto chips = elements(dom, "span", "q-head");
+    check(chips.size() == static_cast<size_t>(n_heads), "query head chips: " + std::to_string(chips.size()));
+    for (const auto& chip : chips) {
+        const int h = std::stoi(chip.at("data-head"));
+        const auto& json_kv = j["steps"][0]["layers"][0]["heads"][h]["kv_head"];
+        check(chip.at("data-kv-head") == std::to_string(h / heads_per_kv) && json_kv == h / heads_per_kv,
+              "head " + std::to_string(h) + " is in KV group " + chip.at("data-kv-head") + " (--json: " + json_kv.dump() + ")");
+    }
+
+    // The triangles: every head of LAYER, every (query, key) of the fed positions.
+    const int fed = static_cast<int>(attention.size());
+    const int shown_positions = std::min(fed, 160);  // the page's kTriangleLimit
+    check(dom.find("id=\"triangles\" data-layer=\"" + std::to_string(layer) + "\"") != std::string::npos,
+          "the triangles are not drawn for layer " + std::to_string(layer));
+    const auto active = elements(dom, "button", "active");
+    check(active.size() == 1 && active[0].at("data-layer") == std::to_string(layer),
+          "layer " + std::to_string(layer) + "'s button is not the (only) active one");
+    const auto triangles = elements(dom, "div", "triangle");
+    check(triangles.size() == static_cast<size_t>(n_heads), "triangles: " + std::to_string(triangles.size()) +
+                                                                ", heads: " + std::to_string(n_heads));
+    for (size_t h = 0; h < triangles.size(); ++h)
+        check(triangles[h].at("data-layer") == std::to_string(layer) && triangles[h].at("data-head") == std::to_string(h) &&
+                  triangles[h].at("data-kv-head") == std::to_string(h / heads_per_kv),
+              "triangle " + std::to_string(h) + " is labelled layer " + triangles[h].at("data-layer") + " head " +
+                  triangles[h].at("data-head") + " kv " + triangles[h].at("data-kv-head"));
+    // Lower triangle and diagonal: weights; above the diagonal: masked, with no weight.
+    const auto tri_cells = elements(dom, "div", "tri-cell");
+    const auto masked = elements(dom, "div", "masked");
+    const size_t n = static_cast<size_t>(shown_positions);
+    check(tri_cells.size() == n_heads * n * (n + 1) / 2,
+          "triangle weight cells: " + std::to_string(tri_cells.size()) + ", expected " + std::to_string(n_heads) +
+              " heads x " + std::to_string(n * (n + 1) / 2));
+    check(masked.size() == n_heads * n * (n - 1) / 2,
+          "masked cells: " + std::to_string(masked.size()) + ", expected " + std::to_string(n_heads) + " heads x " +
+              std::to_string(n * (n - 1) / 2));
+    size_t current = 0;
+    double tri_max_diff = 0;
+    std::set<std::tuple<int, int, int>> tri_seen;
+    for (const auto& c : tri_cells) {
+        const int h = std::stoi(c.at("data-head"));
+        const int q = std::stoi(c.at("data-query")), k = std::stoi(c.at("data-key"));
+        if (!(q >= 0 && q < shown_positions && k >= 0 && k <= q && h >= 0 && h < n_heads)) {
+            check(false, "triangle cell (" + std::to_string(q) + ", " + std::to_string(k) + ") is outside the lower triangle");
+            continue;
+        }
+        check(tri_seen.insert({h, q, k}).second, "duplicate triangle cell head " + std::to_string(h) + " (" +
+                                                     std::to_string(q) + ", " + std::to_string(k) + ")");
+        const double want = attention[q][layer][h][k].get<double>();  // same exactness as the heatmap
+        tri_max_diff = std::max(tri_max_diff, std::fabs(std::stod(c.at("data-weight")) - want));
+        const bool outlined = c.at("class").find("current") != std::string::npos;
+        check(outlined == (q == position), "triangle cell (" + std::to_string(q) + ", " + std::to_string(k) +
+                                               ") outline does not follow the clicked token " + std::to_string(position));
+        current += outlined;
+    }
+    check(tri_max_diff <= 1e-12, "triangle weights differ from --json by up to " + std::to_string(tri_max_diff));
+    for (const auto& c : masked)
+        check(std::stoi(c.at("data-key")) > std::stoi(c.at("data-query")) && !c.count("data-weight"),
+              "masked cell (" + c.at("data-query") + ", " + c.at("data-key") + ") is not above the diagonal, or has a weight");
+    if (position < shown_positions)
+        check(current == static_cast<size_t>(n_heads) * (position + 1),
+              "outlined triangle cells: " + std::to_string(current) + ", expected the clicked row in every head");
+
     // The KV cache chart: a point per step, at --json's token count and bytes.
     const auto points = elements(dom, "circle", "kv-point");
     check(points.size() == j["steps"].size(), "KV chart points: " + std::to_string(points.size()) +
@@ -140,7 +224,10 @@ int main(int argc, char** argv) {
                   kv["cache_bytes_used"].dump() + ")");
     }
 
-    // The top-5 bars of every step.
+    check(dom.find("<svg viewBox=") != std::string::npos && dom.find("width=\"100%\"") != std::string::npos,
+          "the KV chart does not scale to the page (no viewBox, or width is not 100%)");
+
+    // The top-5 bars of every step: the model's probability and the draw's.
     const auto bars = elements(dom, "div", "topk-bar");
     size_t n_bars = 0;
     for (const auto& s : j["steps"]) n_bars += s["top5"].size();
@@ -150,14 +237,22 @@ int main(int argc, char** argv) {
         bool matched = false;
         for (const auto& t : step["top5"])
             matched |= std::to_string(t["id"].get<int>()) == b.at("data-id") &&
-                       std::fabs(std::stod(b.at("data-probability")) - t["probability"].get<double>()) <= 1e-12;
+                       std::fabs(std::stod(b.at("data-probability")) - t["probability"].get<double>()) <= 1e-12 &&
+                       std::fabs(std::stod(b.at("data-draw-probability")) - t["draw_probability"].get<double>()) <= 1e-12;
         check(matched, "top-k bar step " + b.at("data-step") + " id " + b.at("data-id") + " p " +
-                           b.at("data-probability") + " is not in --json's top5");
+                           b.at("data-probability") + " draw p " + b.at("data-draw-probability") +
+                           " is not in --json's top5");
+    }
+    // Sampling: the bar's width is the draw's probability (the coin lands in that distribution).
+    if (j["sampling"]["temperature"].get<double>() > 0) {
+        const auto model_bars = elements(dom, "div", "model-bar");
+        check(model_bars.size() == n_bars, "model-probability bars: " + std::to_string(model_bars.size()) +
+                                               ", expected " + std::to_string(n_bars));
     }
 
     std::printf("%s: position %d: %zu heatmap cells (%d layers x %d heads x %d positions), max |weight - json| %.3g; "
-                "%zu KV points; %zu top-k bars\n",
+                "%zu GQA groups; layer %d: %zu triangle cells + %zu masked; %zu KV points; %zu top-k bars\n",
                 failures ? "FAILED" : "ok", position, cells.size(), n_layers, n_heads, position + 1, max_diff,
-                points.size(), bars.size());
+                groups.size(), layer, tri_cells.size(), masked.size(), points.size(), bars.size());
     return failures ? 1 : 0;
 }

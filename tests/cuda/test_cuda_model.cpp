@@ -192,7 +192,8 @@ TEST_CASE("the device sampler picks what the host sampler picks from the model's
     const std::vector<int> prompt = test::shipped_tok().encode("Once upon a time", true, false);
     for (const glass::SamplingParams params : {glass::SamplingParams{1.0f, 0.9f, 0, 0.0f},
                                                glass::SamplingParams{0.8f, 1.0f, 40, 0.0f},
-                                               glass::SamplingParams{1.0f, 1.0f, 0, 0.1f}}) {
+                                               glass::SamplingParams{1.0f, 1.0f, 0, 0.1f},
+                                               glass::SamplingParams{1.0f, 0.9f, 0, 0.0f, glass::NucleusRule::reaches_p}}) {
         glass::Llama2cRng cpu_rng(42), gpu_rng(42);
         gpu.reset();
         std::span<const float> logits = gpu.prefill(prompt);

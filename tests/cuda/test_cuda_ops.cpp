@@ -348,16 +348,21 @@ void add_sampling(std::vector<Case>& cases) {
             gc::DeviceSampler sampler(vocab);
             return double(sampler.argmax(d.f32()) != glass::sample_argmax(logits));
         }});
-    struct P { float temperature, top_p; int top_k; float min_p; };
+    using glass::NucleusRule;
+    struct P { float temperature, top_p; int top_k; float min_p; NucleusRule nucleus = NucleusRule::exceeds_p_llama2c; };
     const P params[] = {P{1.0f, 1.0f, 0, 0.0f}, P{1.0f, 0.9f, 0, 0.0f}, P{0.7f, 0.95f, 0, 0.0f},
                         P{1.0f, 1.0f, 40, 0.0f}, P{1.0f, 1.0f, 0, 0.05f}, P{1.2f, 0.8f, 50, 0.0f},
-                        P{0.9f, 0.9f, 20, 0.02f}, P{0.0f, 0.9f, 0, 0.0f}};
+                        P{0.9f, 0.9f, 20, 0.02f}, P{0.0f, 0.9f, 0, 0.0f},
+                        P{1.0f, 0.9f, 0, 0.0f, NucleusRule::reaches_p}, P{0.7f, 0.95f, 0, 0.0f, NucleusRule::reaches_p},
+                        P{0.9f, 0.9f, 20, 0.02f, NucleusRule::reaches_p}};
+    const auto rule_name = [](NucleusRule r) { return r == NucleusRule::reaches_p ? ", reaches_p" : ""; };
     for (int vocab : {1, 2, 512, 32000})
         for (P p : params)
-            cases.push_back({fmt("sample(vocab=%d, T=%g, top_p=%g, top_k=%d, min_p=%g; draws, mismatches)",
-                                 vocab, double(p.temperature), double(p.top_p), p.top_k, double(p.min_p)),
+            cases.push_back({fmt("sample(vocab=%d, T=%g, top_p=%g, top_k=%d, min_p=%g%s; draws, mismatches)",
+                                 vocab, double(p.temperature), double(p.top_p), p.top_k, double(p.min_p),
+                                 rule_name(p.nucleus)),
                              0.0, vocab >= 32000, [vocab, p](Rng& rng) {
-                const glass::SamplingParams params{p.temperature, p.top_p, p.top_k, p.min_p};
+                const glass::SamplingParams params{p.temperature, p.top_p, p.top_k, p.min_p, p.nucleus};
                 glass::Llama2cRng cpu_rng(1234), gpu_rng(1234);  // same seed: same coins
                 gc::DeviceSampler sampler(vocab);
                 int mismatches = 0;
@@ -369,6 +374,35 @@ void add_sampling(std::vector<Case>& cases) {
                 if (cpu_rng.state() != gpu_rng.state()) mismatches += 1000;  // a different number of draws
                 return double(mismatches);
             }});
+    // A running sum that lands exactly on top_p: 0.5 + 0.25 = 0.75 with no rounding, where the two
+    // rules keep different sets (reaches_p {0.5, 0.25}, llama2.c {0.5, 0.25, 0.125}). Every draw
+    // must match the host's; under llama2.c's rule some draws must land on the third token, so a
+    // flipped comparison on the device cannot hide. The logits are ln p; the host's softmax gives
+    // p back exactly (checked: a failure to do so fails the row with 2000).
+    for (NucleusRule rule : {NucleusRule::reaches_p, NucleusRule::exceeds_p_llama2c})
+        cases.push_back({fmt("sample(exact landing: p 0.5/0.25/0.125/0.125, top_p=0.75%s; mismatches)",
+                             rule == NucleusRule::reaches_p ? ", reaches_p" : ", exceeds_p_llama2c"),
+                         0.0, false, [rule](Rng&) {
+            const std::vector<float> probs = {0.125f, 0.5f, 0.125f, 0.25f};  // descending: ids 1, 3, 0, 2
+            std::vector<float> logits;
+            for (float x : probs) logits.push_back(std::log(x));
+            if (glass::probabilities(logits, 1.0f) != probs) return 2000.0;
+            glass::SamplingParams params;
+            params.top_p = 0.75f;
+            params.nucleus = rule;
+            gc::DeviceBuffer d = gc::to_device(std::span<const float>(logits));
+            gc::DeviceSampler sampler(4);
+            glass::Llama2cRng cpu_rng(77), gpu_rng(77);
+            int mismatches = 0, third = 0;
+            for (int draw = 0; draw < 64; ++draw) {
+                const int host = glass::sample(logits, params, cpu_rng);
+                mismatches += sampler.sample(d.f32(), params, gpu_rng) != host;
+                third += host == 0;
+            }
+            const bool third_kept = rule == NucleusRule::exceeds_p_llama2c;
+            if ((third > 0) != third_kept) mismatches += 1000;  // the host itself broke the rule
+            return double(mismatches);
+        }});
     cases.push_back({"sample(non-finite logit -> glass::Error naming it)", 0.0, false, [](Rng& rng) {
         std::vector<float> logits = random_floats(rng, 100);
         logits[37] = NAN;
