@@ -53,7 +53,7 @@ struct GenerateOptions {
 /// The most alternatives a step can report (OpenAI's limit for top_logprobs).
 constexpr int kMaxTopLogprobs = 20;
 
-enum class StopReason { length, context_full, bos, eos, stop_string };
+enum class StopReason { length, context_full, bos, eos, stop_string, cancelled };
 
 inline const char* to_string(StopReason r) {
     switch (r) {
@@ -62,6 +62,7 @@ inline const char* to_string(StopReason r) {
         case StopReason::bos: return "bos";
         case StopReason::eos: return "eos";
         case StopReason::stop_string: return "stop_string";
+        case StopReason::cancelled: return "cancelled";
     }
     return "?";
 }
@@ -116,16 +117,90 @@ inline StepLogprobs step_logprobs(std::span<const float> logits, int chosen, int
     return step;
 }
 
+/// What happens to each token once it is chosen, for one request: the stop rules and the text
+/// that streams out. generate() below and the serving engine (serve/engine.hpp) both feed their
+/// tokens through one of these, so they stop and stream identically.
+///   push(id) records id, then stops on BOS (llama2.c's rule) or EOS without showing it; else
+///   decodes it after the previous token, lets out only whole UTF-8 characters and nothing that
+///   could still become a stop string, and stops on a stop string, on max_new_tokens, or when the
+///   cache is full (`positions_cached` >= `context`). On stopping (but not on a stop string) the
+///   held-back text is let out too.
+class TokenOutput {
+public:
+    TokenOutput(const Tokenizer& tokenizer, const GenerateOptions& options, int last_prompt_id)
+        : tokenizer_(&tokenizer), options_(&options), prev_(last_prompt_id), stop_filter_(options.stop_strings) {}
+
+    /// Takes the token just chosen; returns the text that may be shown now (often empty).
+    std::string push(int id, int positions_cached, int context) {
+        if (done_) fail("token ", id, " pushed after the output stopped (", to_string(reason_), ")");
+        generated_.push_back(id);
+        std::string out;
+        if (options_->stop_on_bos && id == tokenizer_->bos_id()) stop(StopReason::bos);
+        else if (options_->stop_on_eos && id == tokenizer_->eos_id()) stop(StopReason::eos);
+        else {
+            out = stop_filter_.push(utf8_.push(tokenizer_->decode(prev_, id)));
+            prev_ = id;
+            if (stop_filter_.stopped()) stop(StopReason::stop_string);
+            else if (static_cast<int>(generated_.size()) >= options_->max_new_tokens) stop(StopReason::length);
+            else if (positions_cached >= context) stop(StopReason::context_full);
+        }
+        if (done_ && reason_ != StopReason::stop_string) out += stop_filter_.push(utf8_.finish()) + stop_filter_.finish();
+        text_ += out;
+        return out;
+    }
+
+    /// Ends the output early (a cancelled request); nothing more is shown.
+    void cancel() {
+        if (!done_) stop(StopReason::cancelled);
+    }
+
+    bool done() const { return done_; }
+    StopReason stop_reason() const { return reason_; }
+    const std::vector<int>& generated_ids() const { return generated_; }
+    const std::string& text() const { return text_; }  ///< everything push() returned so far
+
+private:
+    void stop(StopReason r) {
+        done_ = true;
+        reason_ = r;
+    }
+
+    const Tokenizer* tokenizer_;
+    const GenerateOptions* options_;
+    int prev_;
+    Utf8Stream utf8_;
+    StopStringFilter stop_filter_;
+    std::vector<int> generated_;
+    std::string text_;
+    bool done_ = false;
+    StopReason reason_ = StopReason::length;
+};
+
+/// TTFT, TPOT and rates from the times each token was chosen (m.token_ms, from the request's
+/// start): TTFT is the first; TPOT the mean gap between the later ones, (last - first) / (n - 1).
+inline void finish_metrics(GenerationMetrics& m, int n_prompt) {
+    m.prompt_tokens = n_prompt;
+    m.generated_tokens = static_cast<int>(m.token_ms.size());
+    if (m.token_ms.empty()) return;
+    m.ttft_ms = m.token_ms.front();
+    m.total_ms = m.token_ms.back();
+    m.tpot_ms = m.generated_tokens > 1 ? (m.total_ms - m.ttft_ms) / (m.generated_tokens - 1) : 0.0;
+    m.tokens_per_s = m.total_ms > 0 ? 1000.0 * m.generated_tokens / m.total_ms : 0.0;
+    m.decode_tokens_per_s = m.tpot_ms > 0 ? 1000.0 / m.tpot_ms : 0.0;
+    m.prefill_tokens_per_s = m.ttft_ms > 0 ? 1000.0 * n_prompt / m.ttft_ms : 0.0;
+}
+
 /// llama2.c's `-n steps` counts positions including the prompt; this many tokens get generated.
 inline int new_tokens_for_steps(int steps, int n_prompt) { return std::max(0, steps - n_prompt + 1); }
 
-inline GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::string_view prompt,
-                               const GenerateOptions& options,
-                               const std::function<void(std::string_view)>& on_text = {}) {
+/// generate() for a prompt that is already token ids (BOS included if wanted): the loop itself.
+/// Timings are measured from `t0`, the request's start (by default: now).
+inline GenerateResult generate_from_ids(Session& session, const Tokenizer& tokenizer, std::vector<int> prompt_ids,
+                                        const GenerateOptions& options,
+                                        const std::function<void(std::string_view)>& on_text = {},
+                                        std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) {
     using clock = std::chrono::steady_clock;
-    const auto ms_since = [](clock::time_point t0) {
-        return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    };
+    const auto ms_since_start = [t0] { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
     validate(options.sampling);
     if (options.max_new_tokens < 0) fail("max new tokens must be >= 0, got ", options.max_new_tokens);
     if (options.top_logprobs < 0 || options.top_logprobs > kMaxTopLogprobs)
@@ -134,11 +209,11 @@ inline GenerateResult generate(Session& session, const Tokenizer& tokenizer, std
     if (tokenizer.vocab_size() != config.vocab_size)
         fail("tokenizer has ", tokenizer.vocab_size(), " pieces but the model's vocabulary has ",
              config.vocab_size);
+    if (prompt_ids.empty()) fail("a prompt needs at least one token");
 
-    const auto t0 = clock::now();  // the request starts: every timing is measured from here
     GenerateResult r;
     GenerationMetrics& m = r.metrics;
-    r.prompt_ids = tokenizer.encode(prompt, /*add_bos=*/true, /*add_eos=*/false);
+    r.prompt_ids = std::move(prompt_ids);
     const int n_prompt = static_cast<int>(r.prompt_ids.size());
     if (n_prompt > config.seq_len)
         fail("prompt of ", n_prompt, " tokens is longer than the context window of ", config.seq_len);
@@ -148,46 +223,35 @@ inline GenerateResult generate(Session& session, const Tokenizer& tokenizer, std
     if (options.max_new_tokens == 0) return r;
 
     Llama2cRng rng(options.seed);
-    Utf8Stream utf8_stream;
-    StopStringFilter stop_filter(options.stop_strings);
-    const auto emit = [&](const std::string& text) {
-        if (text.empty()) return;
-        r.text += text;
-        if (on_text) on_text(text);
-    };
+    TokenOutput output(tokenizer, options, r.prompt_ids.back());
     const bool want_logprobs = options.logprobs || options.top_logprobs > 0;
 
     session.reset();
     std::span<const float> logits = session.prefill(r.prompt_ids);  // [vocab], the last prompt position
-    int prev = r.prompt_ids.back();
     while (true) {
         const int next = sample(logits, options.sampling, rng);
-        m.token_ms.push_back(ms_since(t0));  // the first one is TTFT
+        m.token_ms.push_back(ms_since_start());  // the first one is TTFT
         if (want_logprobs) r.logprobs.push_back(step_logprobs(logits, next, options.top_logprobs));
-        r.generated_ids.push_back(next);
-        if (options.stop_on_bos && next == tokenizer.bos_id()) { r.stop_reason = StopReason::bos; break; }
-        if (options.stop_on_eos && next == tokenizer.eos_id()) { r.stop_reason = StopReason::eos; break; }
-        emit(stop_filter.push(utf8_stream.push(tokenizer.decode(prev, next))));
-        if (stop_filter.stopped()) { r.stop_reason = StopReason::stop_string; break; }
-        if (static_cast<int>(r.generated_ids.size()) >= options.max_new_tokens) {
-            r.stop_reason = StopReason::length;
-            break;
-        }
-        if (session.position() >= config.seq_len) { r.stop_reason = StopReason::context_full; break; }
-        logits = session.decode(next);
-        prev = next;
+        const std::string text = output.push(next, session.position(), config.seq_len);
+        if (!text.empty() && on_text) on_text(text);
+        if (output.done()) break;
+        logits = session.decode(next);  // next's K/V enter the cache at position n_prompt + i
     }
-    if (!stop_filter.stopped()) emit(stop_filter.push(utf8_stream.finish()) + stop_filter.finish());
-
-    // TTFT is the first timestamp; TPOT the mean gap between the later ones: (last - first) / (n - 1).
-    m.generated_tokens = static_cast<int>(r.generated_ids.size());
-    m.ttft_ms = m.token_ms.front();
-    m.total_ms = m.token_ms.back();
-    m.tpot_ms = m.generated_tokens > 1 ? (m.total_ms - m.ttft_ms) / (m.generated_tokens - 1) : 0.0;
-    m.tokens_per_s = m.total_ms > 0 ? 1000.0 * m.generated_tokens / m.total_ms : 0.0;
-    m.decode_tokens_per_s = m.tpot_ms > 0 ? 1000.0 / m.tpot_ms : 0.0;
-    m.prefill_tokens_per_s = m.ttft_ms > 0 ? 1000.0 * n_prompt / m.ttft_ms : 0.0;
+    r.generated_ids = output.generated_ids();
+    r.text = output.text();
+    r.stop_reason = output.stop_reason();
+    finish_metrics(m, n_prompt);
     return r;
+}
+
+/// The whole request: encode the prompt (BOS first), then generate_from_ids(). Timings include
+/// the tokenization.
+inline GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::string_view prompt,
+                               const GenerateOptions& options,
+                               const std::function<void(std::string_view)>& on_text = {}) {
+    const auto t0 = std::chrono::steady_clock::now();  // the request starts: every timing is measured from here
+    return generate_from_ids(session, tokenizer, tokenizer.encode(prompt, /*add_bos=*/true, /*add_eos=*/false),
+                             options, on_text, t0);
 }
 
 }  // namespace glass

@@ -3,7 +3,7 @@
 /// ```text
 /// Include this one header to get all of glass. The list below is also a reading order: the
 /// journey's stages at the top level of include/glass/, and beside them the families a stage
-/// grows into (tokenize/, formats/, fast/).
+/// grows into (tokenize/, formats/, serve/, fast/).
 /// ```
 #pragma once
 
@@ -50,6 +50,15 @@
 #include "glass/streaming.hpp"      // 8. text out, whole characters only
 #include "glass/metrics.hpp"        // 9. TTFT, TPOT, bandwidth bound
 #include "glass/generate.hpp"       // 6-8. the loop: prefill once, decode until done
+
+// Serving many requests at once: requests, the block pool with its prefix cache, the scheduler,
+// the batched paged forward pass, and the engine that steps them.
+#include "glass/serve/request.hpp"
+#include "glass/serve/block_manager.hpp"
+#include "glass/serve/scheduler.hpp"
+#include "glass/serve/paged_backend.hpp"
+#include "glass/serve/paged_transformer.hpp"
+#include "glass/serve/engine.hpp"
 
 // The fast CPU path: the same Session, with packed weights, AVX-512 and threads.
 #include "glass/fast/thread_pool.hpp"

@@ -1,0 +1,109 @@
+/// \file
+/// \brief glass/serve/paged_backend.hpp — what one engine step asks the model for, on any backend.
+/// ```text
+/// A batch is a list of entries, one per scheduled request:
+///
+///   entry.tokens       the new tokens of that request            [n]
+///   entry.start        the position of tokens[0] (= positions that already have K/V)
+///   entry.block_table  the pool blocks of positions 0 .. start+n-1
+///   entry.wants_logits whether the last token's logits are needed (its prompt is complete,
+///                      or it is decoding); a chunk in the middle of a prompt needs none
+///
+/// Position p of an entry lives in pool row  block_table[p / block_size] · block_size + p % block_size
+/// of every layer's K and V; each backend keeps that pool in its own memory (the CPU reference's
+/// is PagedKVPool in paged_transformer.hpp). PagedBackend is what every backend (reference, fast
+/// CPU, CUDA) offers the engine; PagedSession turns any of them into an ordinary Session.
+/// ```
+#pragma once
+
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "glass/config.hpp"
+#include "glass/errors.hpp"
+#include "glass/session.hpp"
+
+namespace glass::serve {
+
+struct BatchEntry {
+    std::span<const int> tokens;       ///< [n] new tokens
+    int start = 0;                     ///< position of tokens[0]
+    std::span<const int> block_table;  ///< blocks of positions 0 .. start + n - 1
+    bool wants_logits = true;          ///< the last token's logits are needed
+};
+
+/// Checks one batch before any backend computes it: ids in the vocabulary, positions inside the
+/// context, a block table long enough and block ids inside the pool.
+inline void check_batch(const ModelConfig& c, std::span<const BatchEntry> batch, int num_blocks, int block_size) {
+    if (batch.empty()) fail("paged forward: empty batch");
+    for (const BatchEntry& e : batch) {
+        const std::int64_t end = std::int64_t{e.start} + static_cast<std::int64_t>(e.tokens.size());
+        if (e.tokens.empty()) fail("paged forward: an entry with no tokens");
+        if (e.start < 0 || end > c.seq_len)
+            fail("paged forward: positions ", e.start, "..", end - 1, " are outside the context window of ", c.seq_len);
+        if (static_cast<std::int64_t>(e.block_table.size()) * block_size < end)
+            fail("paged forward: ", e.block_table.size(), " blocks of ", block_size, " cannot hold ", end, " positions");
+        for (int id : e.tokens)
+            if (id < 0 || id >= c.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
+        for (int b : e.block_table)
+            if (b < 0 || b >= num_blocks) fail("paged forward: block ", b, " is outside the pool of ", num_blocks);
+    }
+}
+
+/// The pool row of position `pos` of a sequence with this block table.
+inline std::int64_t pool_row(std::span<const int> block_table, int block_size, int pos) {
+    return std::int64_t{block_table[static_cast<size_t>(pos / block_size)]} * block_size + pos % block_size;
+}
+
+/// What the engine needs from a backend: a pool of blocks, and one forward pass per step.
+class PagedBackend {
+public:
+    virtual ~PagedBackend() = default;
+    virtual const ModelConfig& config() const = 0;
+    /// (Re)allocates the K/V pool; its previous contents are gone.
+    virtual void allocate_pool(int num_blocks, int block_size) = 0;
+    virtual std::int64_t pool_bytes() const = 0;
+    /// Runs every entry's tokens through the model, writing their K/V into the pool. Returns
+    /// the logits [vocab] of the last token of each entry that wants them, in entry order:
+    /// [n_wanting, vocab], valid until the next call.
+    virtual std::span<const float> forward(std::span<const BatchEntry> batch) = 0;
+    /// Weight bytes one forward pass reads (for bandwidth arithmetic).
+    virtual std::int64_t weight_bytes() const = 0;
+};
+
+/// One sequence over a PagedBackend, as a Session: its block table is the whole pool, in order.
+class PagedSession : public Session {
+public:
+    explicit PagedSession(PagedBackend& backend, int block_size = 16) : backend_(backend) {
+        const int blocks = (backend.config().seq_len + block_size - 1) / block_size;
+        backend_.allocate_pool(blocks, block_size);
+        table_.resize(static_cast<size_t>(blocks));
+        std::iota(table_.begin(), table_.end(), 0);
+    }
+    const ModelConfig& config() const override { return backend_.config(); }
+    int position() const override { return length_; }
+    void reset() override { length_ = 0; }
+    std::int64_t kv_bytes_used() const override { return config().kv_bytes_per_token() * length_; }
+    std::int64_t weight_bytes() const override { return backend_.weight_bytes(); }
+    std::span<const float> prefill(std::span<const int> ids) override { return run(ids); }
+    std::span<const float> decode(int id) override {
+        const int one[1] = {id};
+        return run(one);
+    }
+
+private:
+    std::span<const float> run(std::span<const int> ids) {
+        const BatchEntry entry{ids, length_, table_, true};
+        const std::span<const float> logits = backend_.forward({&entry, 1});
+        length_ += static_cast<int>(ids.size());
+        return logits;
+    }
+
+    PagedBackend& backend_;
+    std::vector<int> table_;
+    int length_ = 0;
+};
+
+}  // namespace glass::serve
