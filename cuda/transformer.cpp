@@ -50,48 +50,56 @@ static const ModelConfig& require_device(const ModelConfig& c) {
     return c;
 }
 
-CudaSession::CudaSession(const Model& model, CudaOptions options)
-    : config_(require_device(model.config)), options_(options), cache_(model.config) {
-    const ModelConfig& c = config_;
+DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
+    const ModelConfig& c = model.config;
+    for (const LayerWeights& w : model.layers) {
+        Layer l;
+        l.rms_att = upload_vector(w.rms_att.data(), c.dim);
+        l.rms_ffn = upload_vector(w.rms_ffn.data(), c.dim);
+        l.wq = upload_weights(w.wq, type);
+        l.wk = upload_weights(w.wk, type);
+        l.wv = upload_weights(w.wv, type);
+        l.wo = upload_weights(w.wo, type);
+        l.w1 = upload_weights(w.w1, type);
+        l.w2 = upload_weights(w.w2, type);
+        l.w3 = upload_weights(w.w3, type);
+        layers.push_back(std::move(l));
+    }
+    embedding = upload_weights(model.embedding_table(), type);
+    if (c.shared_classifier) {
+        classifier = embedding.view;  // one table, read by both ends of the model
+    } else {
+        classifier_own = upload_weights(model.output_classifier(), type);
+        classifier = classifier_own.view;
+    }
+    rms_final = upload_vector(model.rms_final, c.dim);
+    frequencies = rope_frequencies(c.head_dim(), c.rope_theta);
+    // Bytes read per forward pass: the host model's count (all fp32) with the matrices at this
+    // width; the norm gains stay fp32.
+    const std::int64_t norm_floats = std::int64_t{c.n_layers} * 2 * c.dim + c.dim;
+    const std::int64_t matrix_floats = model.weight_bytes / 4 - norm_floats;
+    bytes_per_forward = 4 * norm_floats + matrix_floats * bytes_per_weight(type);
+    synchronize("weight upload");
+}
+
+// The option combinations CudaSession refuses, checked before anything is uploaded.
+static const CudaOptions& checked(const CudaOptions& options) {
     if (options.matmul == MatmulKernel::cublas && options.weights != WeightType::f32)
         fail("the cublas matmul takes fp32 weights only, asked for ", to_string(options.weights));
     if (options.graph && options.naive_decode_attention)
         fail("the decode graph needs the attention_decode kernel (the naive attention's grid depends "
              "on the position); use one option or the other");
+    return options;
+}
 
-    for (const LayerWeights& w : model.layers) {
-        Layer l;
-        l.rms_att = upload_vector(w.rms_att.data(), c.dim);
-        l.rms_ffn = upload_vector(w.rms_ffn.data(), c.dim);
-        l.wq = upload_weights(w.wq, options.weights);
-        l.wk = upload_weights(w.wk, options.weights);
-        l.wv = upload_weights(w.wv, options.weights);
-        l.wo = upload_weights(w.wo, options.weights);
-        l.w1 = upload_weights(w.w1, options.weights);
-        l.w2 = upload_weights(w.w2, options.weights);
-        l.w3 = upload_weights(w.w3, options.weights);
-        layers_.push_back(std::move(l));
-    }
-    embedding_ = upload_weights(model.embedding_table(), options.weights);
-    if (c.shared_classifier) {
-        classifier_ = embedding_.view;  // one table, read by both ends of the model
-    } else {
-        classifier_own_ = upload_weights(model.output_classifier(), options.weights);
-        classifier_ = classifier_own_.view;
-    }
-    rms_final_ = upload_vector(model.rms_final, c.dim);
-    frequencies_ = rope_frequencies(c.head_dim(), c.rope_theta);
+CudaSession::CudaSession(const Model& model, CudaOptions options)
+    : config_(require_device(model.config)), options_(checked(options)), weights_(model, options.weights),
+      cache_(model.config) {
+    const ModelConfig& c = config_;
     logits_dev_ = DeviceBuffer(static_cast<std::size_t>(c.vocab_size) * sizeof(float));
     ids_ = DeviceBuffer(static_cast<std::size_t>(c.seq_len) * sizeof(int));
     step_ = DeviceBuffer(3 * sizeof(int));
     logits_.resize(static_cast<std::size_t>(c.vocab_size));
-
-    // Bytes read per decoded token: the host model's count (all fp32) with the matrices at this
-    // session's width; the norm gains stay fp32.
-    const std::int64_t norm_floats = std::int64_t{c.n_layers} * 2 * c.dim + c.dim;
-    const std::int64_t matrix_floats = model.weight_bytes / 4 - norm_floats;
-    weight_bytes_ = 4 * norm_floats + matrix_floats * bytes_per_weight(options.weights);
-    synchronize("weight upload");
 }
 
 CudaSession::~CudaSession() = default;
@@ -154,16 +162,16 @@ void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, Int
     const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim()};
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
 
-    embedding(embedding_.view, d_ids, n, x_.f32());  // [n, dim]
+    embedding(weights_.embedding.view, d_ids, n, x_.f32());  // [n, dim]
     for (int l = 0; l < c.n_layers; ++l) {
-        const Layer& w = layers_[static_cast<std::size_t>(l)];
+        const DeviceWeights::Layer& w = weights_.layers[static_cast<std::size_t>(l)];
         // Attention half.
         rmsnorm(x_.f32(), w.rms_att.f32(), n, c.dim, c.norm_eps, xn_.f32());
         matmul(mm, xn_.f32(), n, w.wq.view, q_.f32());  // [n, dim]
         matmul(mm, xn_.f32(), n, w.wk.view, k_.f32());  // [n, kv_dim]
         matmul(mm, xn_.f32(), n, w.wv.view, v_.f32());  // [n, kv_dim]
-        rope(q_.f32(), n, c.n_heads, c.head_dim(), start_pos, frequencies_.f32(), c.rope_layout);
-        rope(k_.f32(), n, c.n_kv_heads, c.head_dim(), start_pos, frequencies_.f32(), c.rope_layout);
+        rope(q_.f32(), n, c.n_heads, c.head_dim(), start_pos, weights_.frequencies.f32(), c.rope_layout);
+        rope(k_.f32(), n, c.n_kv_heads, c.head_dim(), start_pos, weights_.frequencies.f32(), c.rope_layout);
         cache_.write(l, start_pos, k_.f32(), v_.f32(), n);
         if (decode_kernel)
             attention_decode(q_.f32(), cache_.keys(l), cache_.values(l), n_keys, dims, scale,
@@ -181,8 +189,8 @@ void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, Int
 
     // Only the last position's logits: final norm of its row, then the classifier.
     const float* last = x_.f32() + static_cast<std::size_t>(n - 1) * static_cast<std::size_t>(c.dim);
-    rmsnorm(last, rms_final_.f32(), 1, c.dim, c.norm_eps, xn_.f32());
-    matmul(mm, xn_.f32(), 1, classifier_, logits_dev_.f32());  // [vocab]
+    rmsnorm(last, weights_.rms_final.f32(), 1, c.dim, c.norm_eps, xn_.f32());
+    matmul(mm, xn_.f32(), 1, weights_.classifier, logits_dev_.f32());  // [vocab]
 }
 
 std::span<const float> CudaSession::prefill(std::span<const int> ids) { return forward(ids); }

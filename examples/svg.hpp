@@ -67,6 +67,12 @@ struct Svg {
         elements.push_back("<circle cx=\"" + num(cx) + "\" cy=\"" + num(cy) + "\" r=\"" + num(r) +
                            "\" style=\"" + style + "\" " + attributes + "/>");
     }
+    // A box with its top-left corner at (x, y): a bar of a bar chart.
+    void rect(double x, double y, double w, double h, const std::string& style,
+              const std::string& attributes = "") {
+        elements.push_back("<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(w) +
+                           "\" height=\"" + num(h) + "\" style=\"" + style + "\" " + attributes + "/>");
+    }
     // anchor: start | middle | end (which point of the text sits at x).
     // `attributes` may carry data-* facts (e.g. which series a label belongs to).
     void text(double x, double y, const std::string& s, const std::string& anchor = "start",

@@ -41,7 +41,25 @@ struct WorkloadStats {
     int chunked_prompts = 0;     // prompts computed over more than one step
     int prefix_hit_tokens = 0;
     int max_batch_requests = 0;
+
+    // Sums the workloads of one test, so it can check they exercised what they are meant to.
+    void add(const WorkloadStats& s) {
+        steps += s.steps;
+        preemptions += s.preemptions;
+        chunked_prompts += s.chunked_prompts;
+        prefix_hit_tokens += s.prefix_hit_tokens;
+        max_batch_requests = std::max(max_batch_requests, s.max_batch_requests);
+    }
 };
+
+// A test's randomized workloads meant to preempt, chunk prompts, hit the prefix cache and batch
+// at least `min_batch` requests: a check that passes without them proves little.
+inline void check_exercised(const WorkloadStats& total, int min_batch) {
+    CHECK(total.preemptions > 0);
+    CHECK(total.chunked_prompts > 0);
+    CHECK(total.prefix_hit_tokens > 0);
+    CHECK(total.max_batch_requests >= min_batch);
+}
 
 inline Workload random_workload(unsigned seed, const glass::ModelConfig& c, int block_size, int budget,
                                 int num_blocks, bool prefix_caching, bool chunked_prefill, int n_requests = 12) {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "glass/fast/fast_paged_backend.hpp"
 #include "glass/fast/fast_session.hpp"
 #include "glass/fast/random_model.hpp"
 #include "test_support.hpp"
@@ -123,7 +124,6 @@ TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal t
     }
     // Attention and MLP helpers, against the scalar definitions (std::exp).
     auto a = random_vector(83, 4), b = random_vector(83, 5);
-    CHECK(std::fabs(fast.dot(a.data(), b.data(), 83) - plain.dot(a.data(), b.data(), 83)) < 1e-5);
     for (float& v : a) v *= 30;  // scores and gates span e^±30
     auto s_fast = a, s_plain = a;
     fast.softmax(s_fast.data(), 83);
@@ -133,6 +133,38 @@ TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal t
     fast.silu_mul(g_fast.data(), b.data(), 83);
     plain.silu_mul(g_plain.data(), b.data(), 83);
     CHECK(relative_error(g_fast, g_plain) < 1e-5);
+}
+
+TEST_CASE("kernels: decode attention over a run of cached rows equals the plain loops, and one row at a time bit for bit") {
+    if (!glass::fast::cpu_has_avx512()) {
+        MESSAGE("no AVX-512 on this CPU: only the portable kernels run");
+        return;
+    }
+    const auto fast = glass::fast::best_kernels();
+    const auto plain = glass::fast::portable_kernels();
+    // head_dim 8 and 48 fill part of one register block, 64 exactly one, 80 spills into a second.
+    for (int hd : {8, 48, 64, 80}) {
+        CAPTURE(hd);
+        const int n_rows = 21;
+        const long ld = hd + 13;  // rows of a cache are further apart than one head
+        const auto q = random_vector(size_t(hd), 21), rows = random_vector(size_t(n_rows * ld), 22);
+        const auto p = random_vector(size_t(n_rows), 23);
+        std::vector<float> s_fast(n_rows), s_plain(n_rows);
+        fast.dot_rows(q.data(), rows.data(), ld, n_rows, hd, 0.25f, s_fast.data());
+        plain.dot_rows(q.data(), rows.data(), ld, n_rows, hd, 0.25f, s_plain.data());
+        CHECK(relative_error(s_fast, s_plain) < 1e-5);  // same products, another summation order
+        // The weighted sum: y starts at 0.5 (it accumulates); lanes past hd must keep a sentinel.
+        std::vector<float> y_fast(size_t(hd) + 16, 0.5f), y_plain = y_fast, y_split = y_fast;
+        for (int d = hd; d < hd + 16; ++d) y_fast[size_t(d)] = y_plain[size_t(d)] = y_split[size_t(d)] = 7.0f;
+        fast.add_rows(y_fast.data(), p.data(), rows.data(), ld, n_rows, hd);
+        plain.add_rows(y_plain.data(), p.data(), rows.data(), ld, n_rows, hd);
+        CHECK(relative_error(y_fast, y_plain) < 1e-5);
+        // Cut into runs of 1, 5 and 15 rows (blocks of a paged cache), the result is the same
+        // bits: each element is one FMA chain over the rows in order, however it is cut.
+        for (int j0 : {0, 1, 6})
+            fast.add_rows(y_split.data(), p.data() + j0, rows.data() + j0 * ld, ld, j0 == 0 ? 1 : j0 == 1 ? 5 : 15, hd);
+        CHECK(y_split == y_fast);
+    }
 }
 
 TEST_CASE("kernels: AVX-512 prefill attention tiles equal the plain loops (tails in rows, keys, head_dim)") {
@@ -254,6 +286,44 @@ TEST_CASE("decode allocates nothing: buffers are sized when the session is built
         CHECK(std::isfinite(checksum));
         // The counter does count: a vector allocates once.
         { std::vector<int> v(10); CHECK(g_allocations.load() == after + 1); }
+    }
+}
+
+TEST_CASE("the fast paged backend allocates nothing per step once its buffers fit the largest batch") {
+    // (Its batching and invariance are tested in test_fast_serve.cpp; here only the allocator.)
+    for (WeightType type : {WeightType::fp32, WeightType::q8_0}) {
+        CAPTURE(glass::fast::to_string(type));
+        glass::fast::FastPagedBackend b(test::shipped(), {2, type, false, 512});
+        b.allocate_pool(64, 16);
+        // Four sequences, blocks 0-3, 4-7, 8-11, 12-15; prompts of 20 tokens in one step (80 rows:
+        // the largest batch), then decode steps of all four and steps mixing a chunk and decodes.
+        std::vector<std::vector<int>> tables(4), seqs(4);
+        for (int s = 0; s < 4; ++s) {
+            for (int k = 0; k < 4; ++k) tables[size_t(s)].push_back(4 * s + k);
+            for (int i = 0; i < 20; ++i) seqs[size_t(s)].push_back(1 + (37 * i + 101 * s) % 500);
+        }
+        std::vector<glass::serve::BatchEntry> batch;
+        batch.reserve(4);
+        for (int s = 0; s < 4; ++s) batch.push_back({seqs[size_t(s)], 0, tables[size_t(s)], true});
+        b.forward(batch);
+        std::vector<int> next = {5, 6, 7, 8};
+        const long before = g_allocations.load();
+        float checksum = 0;
+        for (int step = 0; step < 30; ++step) {
+            batch.clear();
+            for (int s = 0; s < 4; ++s) {
+                const int pos = 20 + step;
+                if (step % 10 == 9 && s == 0)  // now and then a chunk of 8 positions (recomputed)
+                    batch.push_back({std::span(seqs[0]).subspan(0, 8), 0, tables[0], false});
+                else
+                    batch.push_back({std::span(next).subspan(size_t(s), 1), pos, tables[size_t(s)], true});
+            }
+            const std::span<const float> logits = b.forward(batch);
+            checksum += logits[0];
+        }
+        const long after = g_allocations.load();
+        CHECK(after - before == 0);
+        CHECK(std::isfinite(checksum));
     }
 }
 

@@ -2,11 +2,14 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
 #include <span>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -103,6 +106,38 @@ inline std::string value_of(const std::string& out, const std::string& label) {
         if (line.rfind(key, 0) == 0) return line.substr(key.size());
     FAIL("no line starting with '" << key << "' in the output:\n" << out);
     return {};
+}
+
+// The first number after "label: " (fails the test if the rest of the line does not start with one).
+inline double number(const std::string& out, const std::string& label) {
+    const std::string v = value_of(out, label);
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    REQUIRE_MESSAGE(end != v.c_str(), "no number after '" << label << ": ' in '" << v << "'");
+    return x;
+}
+
+// Runs build/bin/NAME with ARGS; the example must succeed (its stderr is shown if it does not).
+inline Run run_example(const std::string& name, const std::string& args = "") {
+    Run r = run(bin_dir() + "/" + name + (args.empty() ? "" : " " + args));
+    INFO(name << " " << args << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r;
+}
+
+// The whole file, bytes as they are.
+inline std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE_MESSAGE(in.good(), "cannot read " << path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A fresh directory for one test's files, named by the tag and this process.
+inline std::string temp_dir(const std::string& tag) {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("glass_test_" + tag + "_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    return dir.string();
 }
 
 }  // namespace test

@@ -133,6 +133,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);         // tools/cmd_bench.cpp (speed issue)
 int cmd_random_model(int argc, char** argv);  // tools/cmd_random_model.cpp
 int cmd_explain(int argc, char** argv);
+int cmd_serve_bench(int argc, char** argv);  // tools/cmd_serve_bench.cpp
 int cmd_chat(int argc, char** argv);          // tools/cmd_chat.cpp
 
 }  // namespace cli

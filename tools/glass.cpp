@@ -99,6 +99,21 @@ const Command kCommands[] = {
      "              [--weights fp32|fp16|bf16|q8] [--probes] [--json]\n"
      "      Prefill and decode tokens/s of the fast CPU path (median of R >= 5 runs);\n"
      "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them.\n"},
+    {"serve-bench", cli::cmd_serve_bench,
+     "  glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference]\n"
+     "                    [--threads N] [--precision fp32|fp16|bf16|q8] [--requests N] [--rate R]\n"
+     "                    [--prompt-len A:B] [--gen A:B] [--shared-prefix T] [--block-size B]\n"
+     "                    [--pool-blocks N] [--budget T] [--max-running N] [--no-prefix-cache]\n"
+     "                    [--no-chunked-prefill] [--seed S] [--batch-sweep] [--chat-turns N]\n"
+     "                    [--stall] [--long-prompt N] [--decoders N] [--json]\n"
+     "      The serving engine under load: N requests with Poisson arrivals (rate R per second),\n"
+     "      random prompts and fixed lengths: throughput, TTFT/TPOT p50/p99, largest inter-token\n"
+     "      gap, KV memory held vs used (C17), prefix-cache hits. --batch-sweep: decode tokens/s\n"
+     "      at batch 1..64 and the FMA peak (C20); --chat-turns N: TTFT per turn of a chat that\n"
+     "      re-sends its history, prefix cache off and on (C16); --stall: the largest gap of\n"
+     "      --decoders N (8) while a --long-prompt N (2000) token prompt arrives, chunked prefill\n"
+     "      off and on (C18). --shape builds a random-weight model of that shape in memory\n"
+     "      (--context sets its window). --json adds one JSON object as the last line.\n"},
     {"random-model", cli::cmd_random_model,
      "  glass random-model --shape stories15M|stories110M|tinyllama1b -o FILE [--seed S]\n"
      "      A llama2.c checkpoint of that shape with random weights (for benchmarks).\n"},

@@ -59,8 +59,10 @@
 #include "glass/serve/paged_backend.hpp"
 #include "glass/serve/paged_transformer.hpp"
 #include "glass/serve/engine.hpp"
+#include "glass/serve/measure.hpp"
 
-// The fast CPU path: the same Session, with packed weights, AVX-512 and threads.
+// The fast CPU path: the same Session, with packed weights, AVX-512 and threads; then the same
+// machinery as a serving backend, the whole batch in one pass over the weights.
 #include "glass/fast/thread_pool.hpp"
 #include "glass/fast/buffer.hpp"
 #include "glass/fast/packed_weights.hpp"
@@ -68,6 +70,8 @@
 #include "glass/fast/kernels_avx512.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/token_tiles.hpp"
+#include "glass/fast/fast_model.hpp"
 #include "glass/fast/fast_session.hpp"
+#include "glass/fast/fast_paged_backend.hpp"
 #include "glass/fast/benchmark.hpp"
 #include "glass/fast/random_model.hpp"

@@ -10,6 +10,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <cmath>
 
+#include "../serve_workloads.hpp"
 #include "../test_support.hpp"
 #include "glass_cuda.hpp"
 
@@ -266,6 +267,137 @@ TEST_CASE("positions, reset and bad input behave as on the CPU") {
     glass::CpuSession cpu(test::shipped());
     gpu.reset();
     CHECK(relative_error(gpu.prefill(full), cpu.prefill(full)) <= kF32);
+}
+
+// ---- The serving backend: CudaPagedBackend -------------------------------------------------------
+//
+// The emulator runs these on the CPU at a few thousand fibers per kernel launch, so the workloads
+// are small (a handful of requests of a few dozen tokens); on a GPU they take a moment.
+
+namespace {
+
+// Runs every batch on the CUDA backend AND the CPU reference (its own pool, same block ids), and
+// records how far apart their logits are, entry by entry. The engine sees the CUDA logits.
+class ComparingBackend : public glass::serve::PagedBackend {
+public:
+    ComparingBackend(gc::CudaPagedBackend& gpu, glass::serve::CpuPagedBackend& cpu) : gpu_(gpu), cpu_(cpu) {}
+    const glass::ModelConfig& config() const override { return gpu_.config(); }
+    void allocate_pool(int num_blocks, int block_size) override {
+        gpu_.allocate_pool(num_blocks, block_size);
+        cpu_.allocate_pool(num_blocks, block_size);
+    }
+    std::int64_t pool_bytes() const override { return gpu_.pool_bytes(); }
+    std::int64_t weight_bytes() const override { return gpu_.weight_bytes(); }
+    std::span<const float> forward(std::span<const glass::serve::BatchEntry> batch) override {
+        const std::span<const float> g = gpu_.forward(batch), c = cpu_.forward(batch);
+        REQUIRE(g.size() == c.size());
+        const std::size_t vocab = std::size_t(config().vocab_size);
+        for (std::size_t i = 0; i < g.size() / vocab; ++i)
+            worst = std::max(worst, relative_error(g.subspan(i * vocab, vocab), c.subspan(i * vocab, vocab)));
+        ++steps;
+        for (const glass::serve::BatchEntry& e : batch) rows += int(e.tokens.size());
+        return g;
+    }
+    double worst = 0;  // largest relative error of one entry's logits
+    int steps = 0, rows = 0;
+
+private:
+    gc::CudaPagedBackend& gpu_;
+    glass::serve::CpuPagedBackend& cpu_;
+};
+
+}  // namespace
+
+TEST_CASE("CudaPagedBackend: every step's logits within 1e-5 of CpuPagedBackend's on the same batches") {
+    // Ragged batches from the engine itself: prompts chunked by a small budget, prefix-cache hits
+    // (blocks shared between requests), decode rows beside prompt chunks, a pool small enough to
+    // preempt. Every matmul kernel the backend allows, both paged attentions; fp16 weights
+    // against the CPU on the same rounded weights (as for CudaSession above).
+    const glass::Model& m = test::shipped();
+    const glass::Model f16_weights = rounded_copy(m, gc::WeightType::f16);
+    struct Variant { gc::MatmulKernel matmul; bool naive_attention; int block_size; gc::WeightType weights; };
+    for (const Variant v : {Variant{gc::MatmulKernel::tiled, false, 5, gc::WeightType::f32},
+                            Variant{gc::MatmulKernel::naive, true, 16, gc::WeightType::f32},
+                            Variant{gc::MatmulKernel::warp_per_row, false, 1, gc::WeightType::f32},
+                            Variant{gc::MatmulKernel::tiled, false, 7, gc::WeightType::f16}}) {
+        CAPTURE(gc::to_string(v.matmul));
+        CAPTURE(v.naive_attention);
+        CAPTURE(v.block_size);
+        CAPTURE(gc::to_string(v.weights));
+        gc::CudaPagedBackend gpu(m, {v.weights, v.matmul, v.naive_attention});
+        glass::serve::CpuPagedBackend cpu(v.weights == gc::WeightType::f32 ? m : f16_weights);
+        ComparingBackend both(gpu, cpu);
+        const test::Workload w = test::random_workload(7, m.config, v.block_size, /*budget=*/24,
+                                                       /*num_blocks=*/(120 + v.block_size - 1) / v.block_size,
+                                                       /*prefix_caching=*/true, /*chunked_prefill=*/true, /*n_requests=*/5);
+        test::WorkloadStats stats;
+        test::run_workload(both, test::shipped_tok(), w, &stats);
+        CHECK(both.worst <= kF32);
+        CHECK(both.rows > both.steps);  // batches of several rows, not one at a time
+        CHECK(stats.chunked_prompts > 0);
+    }
+}
+
+TEST_CASE("engine over CudaPagedBackend: each request's tokens equal the request run alone") {
+    // test/serve_workloads.hpp's check: every request's ids under the engine equal those of the
+    // same request alone through generate() on a PagedSession of a second CudaPagedBackend. That
+    // holds only if no row's arithmetic depends on the batch (see CudaPagedOptions).
+    const glass::Model& m = test::shipped();
+    gc::CudaPagedBackend backend(m), alone(m);
+    test::WorkloadStats total;
+    struct W { unsigned seed; int block, budget, pool_positions; bool prefix, chunked; };
+    // Seeds picked (on the CPU reference) so that between them the three preempt, chunk and hit
+    // the prefix cache; block sizes 1, 16 and 5; one without chunked prefill.
+    for (const W w : {W{8, 1, 7, 90, true, true}, W{21, 16, 32, 96, false, true}, W{10, 5, 512, 90, true, false}}) {
+        const test::Workload workload = test::random_workload(w.seed, m.config, w.block, w.budget,
+                                                              (w.pool_positions + w.block - 1) / w.block, w.prefix,
+                                                              w.chunked, /*n_requests=*/5);
+        total.add(test::check_workload_against_alone(backend, alone, test::shipped_tok(), workload));
+    }
+    test::check_exercised(total, 3);  // the workloads did what they are meant to
+}
+
+TEST_CASE("engine over CudaPagedBackend: llama2.c's greedy goldens, batched") {
+    const glass::Model& m = test::shipped();
+    gc::CudaPagedBackend backend(m);
+    glass::serve::EngineOptions eo;
+    eo.block_size = 7;
+    glass::serve::Engine engine(backend, test::shipped_tok(), eo);
+    std::vector<nlohmann::json> goldens;
+    for (const nlohmann::json& g : test::read_jsonl(test::golden("stories260K_greedy.jsonl")))
+        if (g["case"].get<std::string>().ends_with("_n32")) goldens.push_back(g);
+    REQUIRE(goldens.size() == 12);
+    for (const nlohmann::json& g : goldens) engine.add_request(g["prompt"].get<std::string>(), test::golden_options(g));
+    const std::vector<glass::serve::RequestResult> results = engine.run_to_completion();
+    REQUIRE(results.size() == goldens.size());
+    for (std::size_t i = 0; i < goldens.size(); ++i) {
+        CAPTURE(goldens[i]["case"].get<std::string>());
+        CHECK(results[i].prompt_ids == test::ids_of(goldens[i]["prompt_ids"]));
+        CHECK(results[i].generated_ids == test::ids_of(goldens[i]["generated_ids"]));
+    }
+}
+
+TEST_CASE("CudaPagedBackend refuses what it cannot do, naming it") {
+    const glass::Model& m = test::shipped();
+    for (gc::MatmulKernel k : {gc::MatmulKernel::cublas, gc::MatmulKernel::automatic})
+        CHECK_THROWS_WITH_AS(gc::CudaPagedBackend(m, {gc::WeightType::f32, k, false}),
+                             doctest::Contains("batch invariance"), glass::Error);
+    gc::CudaPagedBackend gpu(m);
+    const std::vector<int> tokens = {1, 403, 407};
+    const std::vector<int> table = {0};
+    const glass::serve::BatchEntry entry{tokens, 0, table, true};
+    CHECK_THROWS_WITH_AS(gpu.forward({&entry, 1}), doctest::Contains("allocate_pool"), glass::Error);
+    gpu.allocate_pool(4, 4);
+    CHECK(gpu.pool_bytes() == 2 * std::int64_t{m.config.n_layers} * 4 * 4 * m.config.kv_dim() * 4);
+    CHECK(gpu.forward({&entry, 1}).size() == std::size_t(m.config.vocab_size));
+    const std::vector<int> outside = {4};
+    const glass::serve::BatchEntry bad_block{tokens, 0, outside, true};
+    CHECK_THROWS_WITH_AS(gpu.forward({&bad_block, 1}), doctest::Contains("block 4 is outside the pool of 4"), glass::Error);
+    const std::vector<int> bad_id = {1, 512};
+    const glass::serve::BatchEntry bad_token{bad_id, 0, table, true};
+    CHECK_THROWS_WITH_AS(gpu.forward({&bad_token, 1}), doctest::Contains("token id 512"), glass::Error);
+    const glass::serve::BatchEntry mid_prompt{tokens, 0, table, false};  // a chunk: no logits wanted
+    CHECK(gpu.forward({&mid_prompt, 1}).empty());
 }
 
 // GLASS_CUDA_CLI: `glass`, or with the emulator `glass-emulated` (the same CLI linked to it).

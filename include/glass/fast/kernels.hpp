@@ -21,8 +21,10 @@ struct Kernels {
     // X comes packed into token tiles (pack_tokens, token_tiles.hpp).
     void (*matmul)(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
                    bool accumulate, float* scratch);
-    float (*dot)(const float* a, const float* b, int n);
-    void (*axpy)(float* y, float a, const float* x, int n);
+    // decode attention over a run of cached positions (rows ld floats apart):
+    // out[j] = scale · (q · rows[j]);   y += Σ_j a[j] · rows[j] in order of j
+    void (*dot_rows)(const float* q, const float* rows, long ld, int n_rows, int n, float scale, float* out);
+    void (*add_rows)(float* y, const float* a, const float* rows, long ld, int n_rows, int n);
     void (*softmax)(float* x, int n);
     void (*silu_mul)(float* gate, const float* up, int n);
     // prefill attention, m ≤ 4 query rows: S = scale · Q Kᵀ (keys given transposed), O = P V
@@ -48,7 +50,7 @@ inline bool cpu_has_avx512() {
 }
 
 inline Kernels portable_kernels() {
-    return {"portable", portable::matvec, portable::matmul, portable::dot, portable::axpy,
+    return {"portable", portable::matvec, portable::matmul, portable::dot_rows, portable::add_rows,
             portable::softmax, portable::silu_mul, portable::attention_scores, portable::attention_mix};
 }
 
@@ -56,7 +58,7 @@ inline Kernels best_kernels() {
 #if defined(__x86_64__)
     static_assert(avx512::kChunk * kPanel == kScratchFloats);
     if (cpu_has_avx512())
-        return {"avx512", avx512::matvec, avx512::matmul, avx512::dot, avx512::axpy,
+        return {"avx512", avx512::matvec, avx512::matmul, avx512::dot_rows, avx512::add_rows,
                 avx512::softmax, avx512::silu_mul, avx512::attention_scores, avx512::attention_mix};
 #endif
     return portable_kernels();

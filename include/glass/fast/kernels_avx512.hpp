@@ -153,13 +153,23 @@ GLASS_AVX512 inline void matvec(const PackedMatrix& w, const float* x, float* y,
 // M is a template parameter so that the accumulator arrays are fully unrolled into registers.
 // x is the tile's slice of the packed tokens (token_tiles.hpp), [kc][M]: the M values
 // broadcast for one k are adjacent.
+//
+// `next`, `next_bytes`: the weights the following chunk will read; this tile asks for them to be
+// brought into L2 (two cache lines per k) while it computes, so the next chunk's first tile finds
+// them there instead of waiting for memory. Without it a batch of a few rows alternates between
+// waiting for memory (its first tile) and computing (the others), and the two costs add up.
 template <int M>
 GLASS_AVX512 inline void matmul_tile(const float* x, const float* chunk, int kc, float* y, long ldy,
-                                     RowMasks masks, bool accumulate) {
+                                     RowMasks masks, bool accumulate, const char* next = nullptr,
+                                     long next_bytes = 0) {
     __m512 lo[M], hi[M];
 #pragma GCC unroll 12
     for (int t = 0; t < M; ++t) lo[t] = hi[t] = _mm512_setzero_ps();
     for (int k = 0; k < kc; ++k) {
+        if (long{k} * 128 < next_bytes) {
+            _mm_prefetch(next + long{k} * 128, _MM_HINT_T1);
+            _mm_prefetch(next + long{k} * 128 + 64, _MM_HINT_T1);
+        }
         const __m512 w_lo = _mm512_load_ps(chunk + k * 32);
         const __m512 w_hi = _mm512_load_ps(chunk + k * 32 + 16);
 #pragma GCC unroll 12
@@ -208,23 +218,37 @@ GLASS_AVX512 inline void matmul(const PackedMatrix& w, const float* xp, int n, f
                 unpack_chunk(w, p, k0, kc, scratch);
             // After the first chunk, add to what the earlier chunks left in y.
             const bool add = accumulate || k0 > 0;
+            // The next chunk's weights (this panel's next inputs, or the next panel's first),
+            // fetched into L2 by the first tile (fp32 only: the others are unpacked first).
+            const char* next = nullptr;
+            long next_bytes = 0;
+            if (w.type == WeightType::fp32 && (k0 + kc < w.cols || p + 1 < p1)) {
+                const int np = k0 + kc < w.cols ? p : p + 1, nk = k0 + kc < w.cols ? k0 + kc : 0;
+                next = reinterpret_cast<const char*>(w.panel(np)) + std::int64_t{nk} * 32 * 4;
+                next_bytes = long{std::min(kChunk, w.cols - nk)} * 32 * 4;
+            }
             for (int i = 0; i < token_tiles(n); ++i) {
                 const TokenTile tile = token_tile(n, i);
                 const float* xt = xp + std::int64_t{tile.t0} * w.cols + std::int64_t{k0} * (tile.t1 - tile.t0);
                 float* yt = y + tile.t0 * ldy + p * kPanel;
+                // Only a tile of 4 or more rows has the compute to hide the fetch behind; for
+                // one row (decode alone) the extra instructions only compete with its loads.
+                const bool fetch_next = i == 0 && tile.t1 - tile.t0 >= 4;
+                const char* pf = fetch_next ? next : nullptr;
+                const long pb = fetch_next ? next_bytes : 0;
                 switch (tile.t1 - tile.t0) {
-                    case 12: matmul_tile<12>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 11: matmul_tile<11>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 10: matmul_tile<10>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 9: matmul_tile<9>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 8: matmul_tile<8>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 7: matmul_tile<7>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 6: matmul_tile<6>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 5: matmul_tile<5>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 4: matmul_tile<4>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 3: matmul_tile<3>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    case 2: matmul_tile<2>(xt, chunk, kc, yt, ldy, masks, add); break;
-                    default: matmul_tile<1>(xt, chunk, kc, yt, ldy, masks, add); break;
+                    case 12: matmul_tile<12>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 11: matmul_tile<11>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 10: matmul_tile<10>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 9: matmul_tile<9>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 8: matmul_tile<8>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 7: matmul_tile<7>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 6: matmul_tile<6>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 5: matmul_tile<5>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 4: matmul_tile<4>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 3: matmul_tile<3>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    case 2: matmul_tile<2>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
+                    default: matmul_tile<1>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
                 }
             }
         }
@@ -249,16 +273,6 @@ GLASS_AVX512 inline float dot(const float* a, const float* b, int n) {
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-// y += a · x
-GLASS_AVX512 inline void axpy(float* y, float a, const float* x, int n) {
-    const __m512 av = _mm512_set1_ps(a);
-    for (int i = 0; i < n; i += 16) {
-        const __mmask16 m = row_masks(n - i).lo;
-        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i),
-                                                        _mm512_maskz_loadu_ps(m, y + i)));
-    }
-}
-
 // Prefill attention as two small matrix products over a tile of M ≤ 4 queries (one head, M
 // consecutive positions), instead of one dot product per (query, key) pair. Per pair a 64-long
 // dot costs 4 FMAs plus a ~10-instruction horizontal sum, and the weighted sum of values
@@ -269,6 +283,39 @@ GLASS_AVX512 inline void axpy(float* y, float a, const float* x, int n) {
 inline __mmask16 lanes_below(int n, int j0, int b) {
     const int left = n - j0 - 16 * b;
     return left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+}
+
+// Decode attention, one query head against a run of cached positions (rows ld floats apart):
+// one call per run instead of one per key, so the per-call cost (an indirect call through
+// the kernel table, masks, reloading the output) is paid once per run.
+// out[j] = scale · (q · rows[j]) for j < n_rows, each summed as dot() sums it.
+GLASS_AVX512 inline void dot_rows(const float* q, const float* rows, long ld, int n_rows, int n, float scale,
+                                  float* out) {
+    for (int j = 0; j < n_rows; ++j) out[j] = dot(q, rows + j * ld, n) * scale;
+}
+
+// y[0..n) += Σ_j a[j] · rows[j][0..n), j in order: per element one FMA per row, y held in
+// registers (64 floats at a time) for the whole run. Cutting the rows into several runs
+// (blocks) gives the same bits: y is stored and reloaded exactly.
+GLASS_AVX512 inline void add_rows(float* y, const float* a, const float* rows, long ld, int n_rows, int n) {
+    for (int d0 = 0; d0 < n; d0 += 64) {
+        const __mmask16 m0 = lanes_below(n, d0, 0), m1 = lanes_below(n, d0, 1),
+                        m2 = lanes_below(n, d0, 2), m3 = lanes_below(n, d0, 3);
+        __m512 y0 = _mm512_maskz_loadu_ps(m0, y + d0), y1 = _mm512_maskz_loadu_ps(m1, y + d0 + 16),
+               y2 = _mm512_maskz_loadu_ps(m2, y + d0 + 32), y3 = _mm512_maskz_loadu_ps(m3, y + d0 + 48);
+        for (int j = 0; j < n_rows; ++j) {
+            const __m512 aj = _mm512_set1_ps(a[j]);
+            const float* row = rows + j * ld + d0;
+            y0 = _mm512_fmadd_ps(aj, _mm512_maskz_loadu_ps(m0, row), y0);
+            y1 = _mm512_fmadd_ps(aj, _mm512_maskz_loadu_ps(m1, row + 16), y1);
+            y2 = _mm512_fmadd_ps(aj, _mm512_maskz_loadu_ps(m2, row + 32), y2);
+            y3 = _mm512_fmadd_ps(aj, _mm512_maskz_loadu_ps(m3, row + 48), y3);
+        }
+        _mm512_mask_storeu_ps(y + d0, m0, y0);
+        _mm512_mask_storeu_ps(y + d0 + 16, m1, y1);
+        _mm512_mask_storeu_ps(y + d0 + 32, m2, y2);
+        _mm512_mask_storeu_ps(y + d0 + 48, m3, y3);
+    }
 }
 
 // S[r][j] = scale · Σ_d Q[r][d] · Kᵀ[d][j]  for r < M, j < n_keys.

@@ -74,6 +74,16 @@ inline void axpy(float* y, float a, const float* x, int n) {
     for (int i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+// out[j] = scale · (q · rows[j]) for j < n_rows (rows ld floats apart)
+inline void dot_rows(const float* q, const float* rows, long ld, int n_rows, int n, float scale, float* out) {
+    for (int j = 0; j < n_rows; ++j) out[j] = dot(q, rows + j * ld, n) * scale;
+}
+
+// y += Σ_j a[j] · rows[j], j in order
+inline void add_rows(float* y, const float* a, const float* rows, long ld, int n_rows, int n) {
+    for (int j = 0; j < n_rows; ++j) axpy(y, a[j], rows + j * ld, n);
+}
+
 inline void softmax(float* x, int n) {
     float mx = x[0];
     for (int i = 1; i < n; ++i) mx = std::fmax(mx, x[i]);

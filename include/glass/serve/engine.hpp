@@ -93,7 +93,8 @@ public:
 
     /// Queues already-encoded prompt ids. Refuses (glass::Error) what could never run: bad
     /// options, no ids, an id outside the vocabulary, a prompt longer than what one request may use.
-    int add_request_ids(std::vector<int> prompt_ids, const GenerateOptions& options) {
+    /// Its timings (TTFT, token times) count from `arrival`: when the request came in.
+    int add_request_ids(std::vector<int> prompt_ids, const GenerateOptions& options, Clock::time_point arrival = Clock::now()) {
         validate(options.sampling);
         if (options.max_new_tokens < 0) fail("max new tokens must be >= 0, got ", options.max_new_tokens);
         if (options.top_logprobs < 0 || options.top_logprobs > kMaxTopLogprobs)
@@ -112,6 +113,7 @@ public:
         const int id = next_id_++;
         const int last = prompt_ids.back();
         auto r = std::make_unique<Request>(id, std::move(prompt_ids), options, last, tokenizer_);
+        r->arrival = arrival;
         Request* raw = r.get();
         requests_[id] = std::move(r);
         if (options.max_new_tokens == 0) {  // as generate(): nothing to compute
@@ -132,7 +134,8 @@ public:
             const std::span<const int> tokens(c.request->tokens);
             batch.push_back({tokens.subspan(static_cast<size_t>(c.start), static_cast<size_t>(c.n)), c.start,
                              c.request->block_table, c.start + c.n == static_cast<int>(c.request->tokens.size())});
-            const bool decode = c.n == 1 && c.request->generated() > 0;  // its last sampled token
+            const bool decode = c.n == 1 && c.request->generated() > 0 &&  // exactly its last sampled token
+                                c.start + 1 == static_cast<int>(c.request->tokens.size());
             report.batch.push_back({c.request->id, c.start, c.n, !decode});
         }
         if (!batch.empty()) {

@@ -1,0 +1,204 @@
+/// \file
+/// \brief cuda/paged.cpp — CudaPagedBackend: the serving engine's forward pass on the GPU, the CUDA
+/// twin of glass/serve/paged_transformer.hpp.
+/// ```text
+/// paged_forward (the CPU reference) does every product one row at a time, so that a row's numbers
+/// never depend on the batch. Here every product takes all N rows of the step at once (one launch
+/// per weight matrix, each weight read once per step), and batch invariance comes from the kernels
+/// instead: the matmul kernels allowed here sum each output in an order fixed by `in` alone, and
+/// norms, RoPE and attention work row by row. Per step:
+///
+///   host:  check_batch; plan_step lays out ids, positions, slots, table starts, logit rows and
+///          block tables in one int array -> one upload
+///   x = embedding rows of ids                                     [N, dim]
+///   per layer:
+///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ            [N, dim], [N, kv_dim] ×2
+///     rope_rows(q), rope_rows(k)                  row r at positions[r]
+///     paged_kv_write(pool of this layer, k, v)    row r -> pool row slots[r]
+///     att = paged_attention(q, pool)              row r over positions 0..pos(r) of its request
+///     x += att Woᵀ;  x += mlp(rmsnorm(x))
+///   last = the rows at logit_rows (one per entry that wants logits)   [n_logits, dim]
+///   logits = rmsnorm(last) Wclsᵀ                                  [n_logits, vocab] -> host
+///
+/// The pool is keys_, values_ [layer][num_blocks · block_size, kv_dim] in device memory, NaN until
+/// a row is written, so attention that reads a row nobody wrote poisons the logits visibly.
+/// ```
+#include <algorithm>
+#include <cmath>
+
+#include "glass/checkpoint.hpp"
+#include "glass_cuda.hpp"
+
+namespace glass::cuda {
+
+// ---- The step's ints ---------------------------------------------------------------------------
+
+PagedStep plan_step(std::span<const serve::BatchEntry> batch, int block_size) {
+    PagedStep step;
+    step.block_size = block_size;
+    std::vector<int> positions, slots, table_start, logit_rows, block_ids;
+    std::vector<int>& ids = step.ints;  // the first section; the others are appended below
+    for (const serve::BatchEntry& e : batch) {
+        const int n = static_cast<int>(e.tokens.size());
+        const int end = e.start + n;
+        const int first_block = static_cast<int>(block_ids.size());
+        const int needed = (end + block_size - 1) / block_size;  // blocks of positions 0 .. end - 1
+        block_ids.insert(block_ids.end(), e.block_table.begin(), e.block_table.begin() + needed);
+        for (int t = 0; t < n; ++t) {
+            const int pos = e.start + t;
+            ids.push_back(e.tokens[static_cast<std::size_t>(t)]);
+            positions.push_back(pos);
+            slots.push_back(static_cast<int>(serve::pool_row(e.block_table, block_size, pos)));
+            table_start.push_back(first_block);
+        }
+        step.max_keys = std::max(step.max_keys, end);
+        if (e.wants_logits) logit_rows.push_back(static_cast<int>(ids.size()) - 1);
+    }
+    step.n_rows = static_cast<int>(ids.size());
+    step.n_logits = static_cast<int>(logit_rows.size());
+    for (const std::vector<int>* section : {&positions, &slots, &table_start, &logit_rows, &block_ids})
+        step.ints.insert(step.ints.end(), section->begin(), section->end());
+    return step;
+}
+
+PagedRows PagedStep::rows(const int* d_ints) const {
+    PagedRows r;
+    r.n_rows = n_rows;
+    r.block_size = block_size;
+    r.max_keys = max_keys;
+    const std::size_t n = static_cast<std::size_t>(n_rows);
+    r.positions = d_ints + n;
+    r.slots = d_ints + 2 * n;
+    r.table_start = d_ints + 3 * n;
+    r.block_ids = d_ints + 4 * n + static_cast<std::size_t>(n_logits);
+    return r;
+}
+
+// ---- The backend -------------------------------------------------------------------------------
+
+static const ModelConfig& require_device(const ModelConfig& c) {
+    std::string why;
+    if (!device_present(&why)) fail("no CUDA device: ", why);
+    return c;
+}
+
+static const CudaPagedOptions& checked(const CudaPagedOptions& o) {
+    if (o.matmul != MatmulKernel::naive && o.matmul != MatmulKernel::tiled && o.matmul != MatmulKernel::warp_per_row)
+        fail("CudaPagedBackend: the ", to_string(o.matmul), " matmul may sum a row differently in a different "
+             "batch (batch invariance); use naive, tiled or warp_per_row");
+    return o;
+}
+
+CudaPagedBackend::CudaPagedBackend(const Model& model, CudaPagedOptions options)
+    : config_(require_device(model.config)), options_(checked(options)), weights_(model, options.weights) {}
+
+CudaPagedBackend::~CudaPagedBackend() = default;
+
+void CudaPagedBackend::allocate_pool(int num_blocks, int block_size) {
+    if (num_blocks < 1 || block_size < 1) fail("KV pool of ", num_blocks, " blocks of ", block_size, " positions");
+    const std::size_t floats = static_cast<std::size_t>(config_.n_layers) * static_cast<std::size_t>(num_blocks) *
+                               static_cast<std::size_t>(block_size) * static_cast<std::size_t>(config_.kv_dim());
+    keys_ = DeviceBuffer();  // free the old pool before allocating the new one
+    values_ = DeviceBuffer();
+    keys_ = DeviceBuffer(floats * sizeof(float));
+    values_ = DeviceBuffer(floats * sizeof(float));
+    poison(keys_.f32(), floats);
+    poison(values_.f32(), floats);
+    num_blocks_ = num_blocks;
+    block_size_ = block_size;
+}
+
+std::int64_t CudaPagedBackend::pool_bytes() const {
+    return static_cast<std::int64_t>(keys_.bytes() + values_.bytes());
+}
+
+// Grows the scratch to n_rows rows, n_logits logit rows and score_floats scores; new buffers are
+// NaN-filled, so an element a kernel forgets to write poisons the logits visibly.
+void CudaPagedBackend::ensure_scratch(int n_rows, int n_logits, std::int64_t score_floats) {
+    const ModelConfig& c = config_;
+    const auto make = [](std::int64_t rows, int width) {
+        const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(width);
+        DeviceBuffer b(n * sizeof(float));
+        poison(b.f32(), n);
+        return b;
+    };
+    if (n_rows > scratch_rows_) {
+        x_ = make(n_rows, c.dim);
+        xn_ = make(n_rows, c.dim);
+        q_ = make(n_rows, c.dim);
+        k_ = make(n_rows, c.kv_dim());
+        v_ = make(n_rows, c.kv_dim());
+        att_ = make(n_rows, c.dim);
+        tmp_ = make(n_rows, c.dim);
+        gate_ = make(n_rows, c.hidden_dim);
+        up_ = make(n_rows, c.hidden_dim);
+        scratch_rows_ = n_rows;
+    }
+    if (n_logits > logit_rows_) {
+        last_ = make(n_logits, c.dim);
+        logits_dev_ = make(n_logits, c.vocab_size);
+        logit_rows_ = n_logits;
+    }
+    if (score_floats > score_capacity_) {
+        scores_ = make(score_floats, 1);
+        score_capacity_ = score_floats;
+    }
+}
+
+std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEntry> batch) {
+    const ModelConfig& c = config_;
+    if (num_blocks_ == 0) fail("CudaPagedBackend: forward() before allocate_pool()");
+    serve::check_batch(c, batch, num_blocks_, block_size_);  // ids, positions, tables: on the host
+    const PagedStep step = plan_step(batch, block_size_);
+    const int n = step.n_rows;
+    ensure_scratch(n, step.n_logits, std::int64_t{n} * c.n_heads * step.max_keys);
+    const std::size_t int_bytes = step.ints.size() * sizeof(int);
+    if (int_bytes > ints_.bytes()) ints_ = DeviceBuffer(std::max(int_bytes, 2 * ints_.bytes()));
+    upload(ints_.data(), step.ints.data(), int_bytes);  // the one upload of the step
+    const PagedRows rows = step.rows(ints_.i32());
+
+    const MatmulKernel mm = options_.matmul;
+    const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim()};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    const std::size_t layer_floats = static_cast<std::size_t>(num_blocks_) * static_cast<std::size_t>(block_size_) *
+                                     static_cast<std::size_t>(c.kv_dim());
+
+    embedding(weights_.embedding.view, step.ids(ints_.i32()), n, x_.f32());  // [N, dim]
+    for (int l = 0; l < c.n_layers; ++l) {
+        const DeviceWeights::Layer& w = weights_.layers[static_cast<std::size_t>(l)];
+        float* pool_keys = keys_.f32() + static_cast<std::size_t>(l) * layer_floats;
+        float* pool_values = values_.f32() + static_cast<std::size_t>(l) * layer_floats;
+        // Attention half.
+        rmsnorm(x_.f32(), w.rms_att.f32(), n, c.dim, c.norm_eps, xn_.f32());
+        matmul(mm, xn_.f32(), n, w.wq.view, q_.f32());  // [N, dim]
+        matmul(mm, xn_.f32(), n, w.wk.view, k_.f32());  // [N, kv_dim]
+        matmul(mm, xn_.f32(), n, w.wv.view, v_.f32());  // [N, kv_dim]
+        rope_rows(q_.f32(), n, c.n_heads, c.head_dim(), rows.positions, weights_.frequencies.f32(), c.rope_layout);
+        rope_rows(k_.f32(), n, c.n_kv_heads, c.head_dim(), rows.positions, weights_.frequencies.f32(), c.rope_layout);
+        paged_kv_write(pool_keys, pool_values, k_.f32(), v_.f32(), c.kv_dim(), rows);
+        (options_.naive_attention ? paged_attention_naive : paged_attention)(q_.f32(), pool_keys, pool_values, rows,
+                                                                            dims, scale, scores_.f32(), att_.f32());
+        matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
+        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
+        // MLP half.
+        rmsnorm(x_.f32(), w.rms_ffn.f32(), n, c.dim, c.norm_eps, xn_.f32());
+        mlp(mm, xn_.f32(), n, w.w1.view, w.w2.view, w.w3.view, gate_.f32(), up_.f32(), tmp_.f32());
+        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
+    }
+
+    // Logits only for the last row of each entry that wants them. Gathering rows of x by index is
+    // what the embedding kernel does to its table, so it does it here too.
+    logits_.resize(static_cast<std::size_t>(step.n_logits) * static_cast<std::size_t>(c.vocab_size));
+    if (step.n_logits == 0) {  // chunks in the middle of prompts: only their K/V were wanted
+        synchronize("a paged forward pass");  // so that a fault is reported by this step
+        return logits_;
+    }
+    embedding(DeviceMatrix{x_.f32(), WeightType::f32, n, c.dim}, step.logit_rows(ints_.i32()), step.n_logits,
+              last_.f32());  // [n_logits, dim]
+    rmsnorm(last_.f32(), weights_.rms_final.f32(), step.n_logits, c.dim, c.norm_eps, xn_.f32());
+    matmul(mm, xn_.f32(), step.n_logits, weights_.classifier, logits_dev_.f32());  // [n_logits, vocab]
+    download(logits_.data(), logits_dev_.data(), logits_.size() * sizeof(float));  // waits for the GPU
+    return logits_;
+}
+
+}  // namespace glass::cuda

@@ -1,0 +1,196 @@
+/// \file
+/// \brief cuda/paged_attention.cu — the serving step's K/V pool on the GPU: rows written through
+/// their slots, attention read through block tables (the CUDA twin of the pool and the attention
+/// of glass/serve/paged_transformer.hpp).
+/// ```text
+/// A step's rows come from several requests, each at its own positions (PagedRows, glass_cuda.hpp):
+///   q        [n_rows, n_heads * head_dim]   rotated; row r at position pos(r) of its request
+///   k, v     [n_rows, kv_dim]               the rows' own keys and values
+///   pool     keys, values [num_blocks · block_size, kv_dim]   (one layer)
+///   position p of row r's request lives in pool row  table[p / block_size] · block_size + p % block_size
+///
+/// paged_kv_write: pool row slots[r] = k, v row r (slots[r] is the pool row of pos(r)). One
+///   thread per number. It runs before the attention, so a prompt chunk's rows see each other.
+/// Then row r attends to positions 0 .. pos(r) of its own request (causal per request; query
+/// head h reads KV head h / (n_heads / n_kv_heads)):
+///
+/// Naive: attention.cu's three steps with one more lookup per key —
+///   1. scores [n_rows, n_heads, max_keys] = q_h · k_g(j) · scale for j <= pos(r), -inf after
+///   2. softmax over each row (softmax.cu)
+///   3. out = weights · V, one thread per output number, keys 0 .. pos(r) in order
+/// Fast: one block per (row, head) walks its request's blocks, as attention_decode walks the
+///   cache: threads split the keys for the scores and the softmax's max and sum, then split
+///   head_dim for the weighted sum, block by block of the table (coalesced reads of V rows).
+///   Scores go to a scratch row of max_keys floats per (row, head).
+///
+/// Batch invariance. The engine's tests demand that a request's tokens equal the request run
+/// alone, so no number a row gets may depend on the rest of the batch. Here nothing does: which
+/// keys a thread takes, and in which order the sums run, depend on pos(r) and the fixed block
+/// size only. In the naive softmax the row is max_keys wide (the batch's longest), but the masked
+/// tail adds exact zeros to the sums and leaves the maximum alone, so the width changes nothing.
+/// ```
+#include "common.cuh"
+
+namespace glass::cuda {
+
+// The pool row of position `pos` of the request whose block table is `table` (the device twin
+// of glass::serve::pool_row).
+__device__ __forceinline__ std::int64_t pool_row_of(const int* table, int block_size, int pos) {
+    return std::int64_t{table[pos / block_size]} * block_size + pos % block_size;
+}
+
+// ---- the write -----------------------------------------------------------------------------------
+
+// One thread per number of k and v: row r goes to pool row slots[r].
+__global__ void paged_kv_write_kernel(float* pool_keys, float* pool_values, const float* k, const float* v,
+                                      int n_rows, int kv_dim, const int* slots) {
+    const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;  // into k, v
+    if (i >= std::int64_t{n_rows} * kv_dim) return;
+    const std::int64_t r = i / kv_dim, column = i % kv_dim;
+    const std::int64_t at = std::int64_t{slots[r]} * kv_dim + column;
+    pool_keys[at] = k[i];
+    pool_values[at] = v[i];
+}
+
+void paged_kv_write(float* d_pool_keys, float* d_pool_values, const float* d_k, const float* d_v, int kv_dim,
+                    const PagedRows& rows) {
+    if (rows.n_rows < 1 || kv_dim < 1) fail("paged_kv_write: ", rows.n_rows, " rows of ", kv_dim, " floats");
+    const std::int64_t n = std::int64_t{rows.n_rows} * kv_dim;
+    paged_kv_write_kernel<<<grid_for(n, 256), 256>>>(d_pool_keys, d_pool_values, d_k, d_v, rows.n_rows, kv_dim,
+                                                      rows.slots);
+    CHECK_LAUNCH("paged_kv_write_kernel");
+}
+
+// ---- naive ---------------------------------------------------------------------------------------
+
+// scores [n_rows, n_heads, max_keys]; one thread per score.
+__global__ void paged_scores_kernel(const float* q, const float* pool_keys, PagedRows rows, int n_heads,
+                                    int n_kv_heads, int head_dim, float scale, float* scores) {
+    const std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+    if (idx >= std::int64_t{rows.n_rows} * n_heads * rows.max_keys) return;
+    const int j = static_cast<int>(idx % rows.max_keys);                          // key position
+    const int h = static_cast<int>((idx / rows.max_keys) % n_heads);              // query head
+    const int r = static_cast<int>(idx / (std::int64_t{rows.max_keys} * n_heads));  // row
+    const int g = h / (n_heads / n_kv_heads);                                     // its KV head
+    if (j > rows.positions[r]) {  // causal mask, per request: its future (and past its end)
+        scores[idx] = -INFINITY;
+        return;
+    }
+    const int* table = rows.block_ids + rows.table_start[r];
+    const float* q_row = q + (std::int64_t{r} * n_heads + h) * head_dim;
+    const float* k_row = pool_keys + pool_row_of(table, rows.block_size, j) * n_kv_heads * head_dim +
+                         std::int64_t{g} * head_dim;
+    float dot = 0.0f;
+    for (int d = 0; d < head_dim; ++d) dot += q_row[d] * k_row[d];
+    scores[idx] = dot * scale;
+}
+
+// out [n_rows, n_heads, head_dim]; one thread per output number, keys in order.
+__global__ void paged_values_kernel(const float* weights, const float* pool_values, PagedRows rows, int n_heads,
+                                    int n_kv_heads, int head_dim, float* out) {
+    const std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+    if (idx >= std::int64_t{rows.n_rows} * n_heads * head_dim) return;
+    const int d = static_cast<int>(idx % head_dim);
+    const int h = static_cast<int>((idx / head_dim) % n_heads);
+    const int r = static_cast<int>(idx / (std::int64_t{head_dim} * n_heads));
+    const int g = h / (n_heads / n_kv_heads);
+    const int* table = rows.block_ids + rows.table_start[r];
+    const float* w_row = weights + (std::int64_t{r} * n_heads + h) * rows.max_keys;
+    float sum = 0.0f;
+    for (int j = 0; j <= rows.positions[r]; ++j)  // masked weights are exactly 0: not read
+        sum += w_row[j] * pool_values[pool_row_of(table, rows.block_size, j) * n_kv_heads * head_dim +
+                                      std::int64_t{g} * head_dim + d];
+    out[idx] = sum;
+}
+
+static void check_paged(const PagedRows& rows, const AttentionDims& s) {
+    if (s.n_heads < 1 || s.n_kv_heads < 1 || s.n_heads % s.n_kv_heads != 0 || s.head_dim < 1)
+        fail("paged attention: n_heads ", s.n_heads, " is not a multiple of n_kv_heads ", s.n_kv_heads,
+             " (head_dim ", s.head_dim, ")");
+    if (rows.n_rows < 1 || rows.block_size < 1 || rows.max_keys < 1)
+        fail("paged attention: ", rows.n_rows, " rows, block size ", rows.block_size, ", ", rows.max_keys,
+             " keys at most");
+}
+
+void paged_attention_naive(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
+                           const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
+                           float* d_out) {
+    check_paged(rows, dims);
+    const std::int64_t n_scores = std::int64_t{rows.n_rows} * dims.n_heads * rows.max_keys;
+    paged_scores_kernel<<<grid_for(n_scores, 256), 256>>>(d_q, d_pool_keys, rows, dims.n_heads, dims.n_kv_heads,
+                                                          dims.head_dim, scale, d_scores);
+    CHECK_LAUNCH("paged_scores_kernel");
+    softmax_rows(d_scores, rows.n_rows * dims.n_heads, rows.max_keys);
+    const std::int64_t n_out = std::int64_t{rows.n_rows} * dims.n_heads * dims.head_dim;
+    paged_values_kernel<<<grid_for(n_out, 256), 256>>>(d_scores, d_pool_values, rows, dims.n_heads,
+                                                       dims.n_kv_heads, dims.head_dim, d_out);
+    CHECK_LAUNCH("paged_values_kernel");
+}
+
+// ---- one block per (row, head) -------------------------------------------------------------------
+
+constexpr int kPagedThreads = 128;
+
+// grid: n_rows · n_heads blocks, block b = (row b / n_heads, head b % n_heads); dynamic shared
+// memory: head_dim floats (the query).
+__global__ void paged_attention_kernel(const float* q, const float* pool_keys, const float* pool_values,
+                                       PagedRows rows, int n_heads, int n_kv_heads, int head_dim, float scale,
+                                       float* scores, float* out) {
+    extern __shared__ float q_head[];  // [head_dim]
+    __shared__ float partials[32];
+    const int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads, g = h / (n_heads / n_kv_heads);
+    const int n_k = rows.positions[r] + 1;  // causal: positions 0 .. pos(r) of its own request
+    const int block_size = rows.block_size;
+    const int* table = rows.block_ids + rows.table_start[r];
+    const int kv_stride = n_kv_heads * head_dim;  // floats between consecutive pool rows
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x)
+        q_head[d] = q[(std::int64_t{r} * n_heads + h) * head_dim + d];
+    __syncthreads();
+
+    // 1. a score for every key, and their maximum. Key j is offset j % block_size of block
+    //    table[j / block_size].
+    float* s = scores + std::int64_t{blockIdx.x} * rows.max_keys;
+    float max_value = -INFINITY;
+    for (int j = threadIdx.x; j < n_k; j += blockDim.x) {
+        const float* k_row = pool_keys + pool_row_of(table, block_size, j) * kv_stride + std::int64_t{g} * head_dim;
+        float dot = 0.0f;
+        for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
+        s[j] = dot * scale;
+        max_value = fmaxf(max_value, s[j]);
+    }
+    max_value = block_max(max_value, partials);  // its barrier also publishes s[] to the block
+
+    // 2. exponentials and their sum.
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < n_k; j += blockDim.x) {
+        s[j] = expf(s[j] - max_value);
+        sum += s[j];
+    }
+    sum = block_sum(sum, partials);  // barrier: every s[j] is now written
+
+    // 3. weighted sum of values, walking the table block by block: thread d owns output number d.
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int first = 0; first < n_k; first += block_size) {  // positions first .. first + block_size - 1
+            const float* v_block = pool_values + std::int64_t{table[first / block_size]} * block_size * kv_stride +
+                                   std::int64_t{g} * head_dim + d;
+            const int in_block = min(block_size, n_k - first);
+            for (int o = 0; o < in_block; ++o) acc += s[first + o] * v_block[std::int64_t{o} * kv_stride];
+        }
+        out[(std::int64_t{r} * n_heads + h) * head_dim + d] = acc / sum;
+    }
+}
+
+void paged_attention(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
+                     const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
+                     float* d_out) {
+    check_paged(rows, dims);
+    const std::size_t shared_bytes = static_cast<std::size_t>(dims.head_dim) * sizeof(float);
+    if (shared_bytes > 48 * 1024) fail("paged_attention: head_dim ", dims.head_dim, " is too large");
+    const std::int64_t blocks = std::int64_t{rows.n_rows} * dims.n_heads;
+    paged_attention_kernel<<<grid_for(blocks, 1), kPagedThreads, shared_bytes>>>(
+        d_q, d_pool_keys, d_pool_values, rows, dims.n_heads, dims.n_kv_heads, dims.head_dim, scale, d_scores, d_out);
+    CHECK_LAUNCH("paged_attention_kernel");
+}
+
+}  // namespace glass::cuda

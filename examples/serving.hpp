@@ -1,0 +1,163 @@
+// examples/serving.hpp — what the measured serving examples (17, 19, 20) share: a model of a real
+// shape with random weights for the fast paged backend, their common arguments, and a bar chart.
+//
+// Not part of the journey. Speed depends on a model's shape, not on what its weights say, so these
+// examples build stories15M's or stories110M's shape in memory with random weights
+// (glass/fast/random_model.hpp) and serve it with the fast CPU path (glass/fast/fast_paged_backend.hpp);
+// glass::serve::NumberTokenizer stands in for a vocabulary.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "glass/glass.hpp"
+#include "svg.hpp"
+
+namespace serving {
+
+// The arguments every one of the three takes.
+struct Common {
+    std::string shape = "stories15M";
+    int threads = 2;
+    std::string svg_path;
+};
+
+// Reads --shape and --threads at argv[i] (and its value); true if it was one of them.
+inline bool common_arg(Common& c, int argc, char** argv, int& i) {
+    const std::string a = argv[i];
+    if (a != "--shape" && a != "--threads") return false;
+    if (i + 1 >= argc) glass::fail("'", a, "' needs a value");
+    const std::string v = argv[++i];
+    if (a == "--threads") {
+        c.threads = example::int_arg(v.c_str(), "threads", 1, 64);
+    } else {
+        if (v != "stories15M" && v != "stories110M") glass::fail("shape '", v, "' is not stories15M or stories110M");
+        c.shape = v;
+    }
+    return true;
+}
+
+// The named shape with its context window raised to at least `min_context` positions.
+inline glass::ModelConfig shape_with_context(const std::string& shape, int min_context) {
+    glass::ModelConfig c = glass::fast::shape_config(shape);
+    c.seq_len = std::max(c.seq_len, min_context);
+    return c;
+}
+
+inline void print_model(const std::string& shape, const glass::ModelConfig& c) {
+    std::printf("model: %s's shape, random weights: dim %d, %d layers, hidden %d, vocab %d\n", shape.c_str(), c.dim,
+                c.n_layers, c.hidden_dim, c.vocab_size);
+}
+
+// The fast paged backend with fp32 weights on `threads` threads.
+inline glass::fast::FastOptions fast_options(int threads) {
+    glass::fast::FastOptions o;
+    o.threads = threads;
+    return o;
+}
+
+// Runs one prompt of `rows` tokens through an engine on `backend`, untimed, so the backend's
+// buffers have grown to the largest pass a measurement will make (the first pass of a new size
+// allocates them) before any clock starts.
+inline void warm_up(glass::serve::PagedBackend& backend, const glass::Tokenizer& tok, int rows) {
+    glass::serve::EngineOptions eo;
+    eo.scheduler.max_tokens_per_step = rows;
+    eo.num_blocks = (rows + eo.block_size - 1) / eo.block_size;  // a pool just big enough
+    glass::serve::Engine engine(backend, tok, eo);
+    std::mt19937 rng(7);
+    engine.add_request_ids(glass::serve::random_prompt(rows, backend.config().vocab_size, rng),
+                           glass::serve::fixed_length(1));
+    engine.run_to_completion();
+}
+
+// "held" or "missed": one word, whichever it is.
+inline const char* verdict(bool held) { return held ? "held" : "missed"; }
+
+// A round step for about `ticks` intervals up to `max`: 1, 2 or 5 times a power of ten.
+inline double nice_step(double max, int ticks) {
+    const double raw = max / ticks;
+    const double power = std::pow(10.0, std::floor(std::log10(raw)));
+    for (const double m : {1.0, 2.0, 5.0})
+        if (m * power >= raw) return m * power;
+    return 10 * power;
+}
+
+// Bars in groups along x (one group per turn, batch size, ...), one bar per series in each group,
+// heights on a linear axis from 0. Each bar carries data-group, data-series and data-value; the
+// root carries the plot area and the value at its top (data-max), so a reader of the file can
+// turn a bar's height back into its number.
+struct BarChart {
+    std::string figure;                       // data-figure on the root, e.g. "C16"
+    std::string title, x_label, y_label;
+    std::vector<std::string> groups;          // label under each group
+    std::vector<std::string> series;          // legend entries, one colour each
+    std::vector<std::vector<double>> values;  // [group][series]
+    double reference = 0;                     // > 0: a dashed horizontal line at this value
+    std::string reference_label;
+};
+
+inline void draw(const BarChart& chart, const std::string& path) {
+    double max_value = chart.reference;
+    for (const std::vector<double>& g : chart.values)
+        for (double v : g) max_value = std::max(max_value, v);
+    if (!(max_value > 0)) max_value = 1;
+    const double step = nice_step(max_value * 1.05, 6);
+    max_value = std::ceil(max_value * 1.05 / step) * step;  // the axis ends on a tick
+    const double left = 80, right = 700, top = 70, bottom = 390;  // plot area in pixels
+    const auto py = [&](double v) { return bottom - (bottom - top) * v / max_value; };
+    const double group_width = (right - left) / static_cast<double>(chart.groups.size());
+    const double bar_width = 0.8 * group_width / static_cast<double>(chart.series.size());
+
+    svg::Svg s;
+    s.width = 740;
+    s.height = 470;
+    s.root_attributes = "data-figure=\"" + chart.figure + "\" data-plot-top=\"" + svg::num(top) +
+                        "\" data-plot-bottom=\"" + svg::num(bottom) + "\" data-max=\"" + svg::num(max_value) + "\"";
+    s.text(370, 25, chart.title, "middle", 15);
+    for (double v = 0; v <= max_value + 1e-9 * max_value; v += step) {
+        char label[24];
+        std::snprintf(label, sizeof label, "%g", v);
+        s.line(left - 5, py(v), right, py(v), "stroke:#ddd");
+        s.text(left - 10, py(v) + 4, label, "end");
+    }
+    const char* colours[] = {"#c0392b", "#2471a3", "#1e8449"};
+    for (size_t g = 0; g < chart.groups.size(); ++g) {
+        const double x0 = left + group_width * static_cast<double>(g) + 0.1 * group_width;
+        for (size_t k = 0; k < chart.series.size(); ++k) {
+            const double v = chart.values[g][k];
+            char value[32];
+            std::snprintf(value, sizeof value, "%.6g", v);
+            s.rect(x0 + bar_width * static_cast<double>(k), py(v), bar_width, bottom - py(v),
+                   std::string("fill:") + colours[k % 3],
+                   "data-group=\"" + svg::escape(chart.groups[g]) + "\" data-series=\"" + svg::escape(chart.series[k]) +
+                       "\" data-value=\"" + value + "\"");
+        }
+        s.text(left + group_width * (static_cast<double>(g) + 0.5), bottom + 20, chart.groups[g], "middle");
+    }
+    s.line(left, bottom, right, bottom, "stroke:black");  // axes over the grid and bars
+    s.line(left, top, left, bottom, "stroke:black");
+    s.text((left + right) / 2, bottom + 45, chart.x_label, "middle", 13);
+    s.text(left - 70, top - 20, chart.y_label, "start", 13);
+    if (chart.reference > 0) {
+        char value[32];
+        std::snprintf(value, sizeof value, "%.6g", chart.reference);
+        s.line(left, py(chart.reference), right, py(chart.reference), "stroke:black;stroke-dasharray:8 4",
+               std::string("data-series=\"reference\" data-value=\"") + value + "\"");
+        s.text(right - 5, py(chart.reference) - 6, chart.reference_label, "end");
+    }
+    // The legend, in one row above the plot: a swatch of each series' colour, then its name.
+    double x = left + 60;
+    for (size_t k = 0; k < chart.series.size(); ++k) {
+        s.rect(x, top - 30, 12, 12, std::string("fill:") + colours[k % 3]);
+        s.text(x + 18, top - 20, chart.series[k]);
+        x += 40 + 7 * static_cast<double>(chart.series[k].size());
+    }
+    s.save(path);
+}
+
+}  // namespace serving

@@ -1,0 +1,206 @@
+/// \file
+/// \brief glass/fast/fast_paged_backend.hpp — the fast CPU path as a serving backend: one pass over the weights for the whole batch.
+/// ```text
+/// The same forward pass as serve/paged_transformer.hpp (the reference), on FastModel's packed
+/// weights, kernels and threads (fast_model.hpp):
+///
+///   rows     every entry's new tokens, stacked                       [N, dim], N = Σ n_entry
+///   x = embedding rows
+///   per layer:
+///     q, k, v = rmsnorm(x) Wqᵀ, Wkᵀ, Wvᵀ     ONE pass over each weight matrix for all N rows
+///     rotate row r of q and k by its own position (tabulated cos/sin); k, v -> its pool row
+///              block_table[pos / block_size] · block_size + pos % block_size
+///     att row r, head h = softmax(q · keys of positions 0..pos(r) of its entry) · values
+///     x += att Woᵀ;  x += W2 (silu(rmsnorm(x) W1ᵀ) ⊙ rmsnorm(x) W3ᵀ)   again one pass each
+///   logits = rmsnorm(x[last row of e]) Wclsᵀ, one product over the entries that want them
+///
+/// Why decode throughput grows with the batch (C20): a decode step of one request reads every
+/// weight to do 2 FLOPs with it, so memory sets its speed; B requests decoding together reuse
+/// each loaded 256-input chunk of 32 rows for all B rows from L1 (the register-tiled kernel,
+/// kernels_avx512.hpp), so the step costs about the same until the FMA units, not memory, are
+/// what is busy.
+///
+/// Batch invariance, kept on purpose: the engine promises every request exactly what it gets
+/// alone (tests/serve_workloads.hpp), so what a row computes must not depend on which rows
+/// share the pass. Every product uses the matrix–matrix kernel, even for N = 1: each row's sum
+/// is the same sequence of FMAs whatever tile it lands in and however many rows there are (the
+/// matrix–vector kernel sums in another order, so it is never used here). Attention is per row
+/// and head, dot products and a weighted sum in order of position (not the session's tiled
+/// prefill attention, whose tiles depend on how a prompt was cut). Threads share out rows of W
+/// and (row, heads) pairs: each output is computed whole by one thread, so 1 and 2 threads
+/// give the same bits too.
+///
+/// The pool: keys[layer], values[layer]   [num_blocks · block_size, kv_dim] each, in one buffer.
+/// Buffers grow to the largest batch seen and are reused: a step allocates nothing after that.
+/// ```
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "glass/checkpoint.hpp"
+#include "glass/fast/buffer.hpp"
+#include "glass/fast/fast_model.hpp"
+#include "glass/serve/paged_backend.hpp"
+
+namespace glass::fast {
+
+class FastPagedBackend : public serve::PagedBackend {
+public:
+    FastPagedBackend(const Model& model, FastOptions options)
+        : m_(model, options, SingleRow::matmul), c_(model.config),
+          scores_(static_cast<size_t>(m_.threads()) * static_cast<size_t>(c_.n_heads) * static_cast<size_t>(c_.seq_len)) {}
+
+    const ModelConfig& config() const override { return c_; }
+
+    void allocate_pool(int num_blocks, int block_size) override {
+        if (num_blocks < 1 || block_size < 1) fail("KV pool of ", num_blocks, " blocks of ", block_size, " positions");
+        num_blocks_ = block_size_ = 0;  // no pool while allocating (if that fails)
+        pool_ = HugeBuffer(static_cast<std::size_t>(floats_per_pool(num_blocks, block_size)) * 4);  // zeroed
+        num_blocks_ = num_blocks;
+        block_size_ = block_size;
+    }
+    std::int64_t pool_bytes() const override { return floats_per_pool(num_blocks_, block_size_) * 4; }
+    std::int64_t weight_bytes() const override { return m_.weight_bytes(); }
+
+    int threads() const { return m_.threads(); }
+    WeightType weight_type() const { return m_.options().weights; }
+    const char* kernel_name() const { return m_.kernel_name(); }
+
+    std::span<const float> forward(std::span<const serve::BatchEntry> batch) override {
+        if (num_blocks_ == 0) fail("fast paged forward: no KV pool yet (allocate_pool first)");
+        serve::check_batch(c_, batch, num_blocks_, block_size_);
+        plan_rows(batch);
+        const int n = static_cast<int>(rows_.size());
+        reserve(n);
+        const int dim = c_.dim, kv_dim = c_.kv_dim();
+        for (int r = 0; r < n; ++r)
+            std::memcpy(x_ + std::int64_t{r} * dim, m_.model().token_embedding + std::int64_t{rows_[size_t(r)].token} * dim,
+                        sizeof(float) * static_cast<size_t>(dim));
+        for (int l = 0; l < c_.n_layers; ++l) {
+            const FastModel::Layer& w = m_.layer(l);
+            m_.rmsnorm(x_, w.rms_att, xn_, n);
+            const Product qkv[] = {{&w.wq, xn_, dim, q_, dim, false},
+                                   {&w.wk, xn_, dim, k_, kv_dim, false},
+                                   {&w.wv, xn_, dim, v_, kv_dim, false}};
+            m_.run_products(qkv, n);
+            store_kv(l, n);
+            attention(l, n);
+            m_.finish_layer(w, att_, x_, xn_, gate_, up_, n);  // x += att Woᵀ, then the MLP
+        }
+        // Logits of the last row of each entry that wants them: [wanting, vocab].
+        const int wanting = static_cast<int>(logit_rows_.size());
+        logits_.resize(static_cast<size_t>(wanting) * static_cast<size_t>(c_.vocab_size));
+        if (wanting == 0) return {};
+        for (int i = 0; i < wanting; ++i)
+            m_.rmsnorm(x_ + std::int64_t{logit_rows_[size_t(i)]} * dim, m_.model().rms_final, xn_ + std::int64_t{i} * dim, 1);
+        const Product cls[] = {{&m_.classifier(), xn_, dim, logits_.data(), c_.vocab_size, false}};
+        m_.run_products(cls, wanting);
+        return logits_;
+    }
+
+private:
+    using Product = FastModel::Product;
+
+    struct Row {
+        int token;  // its id
+        int pos;    // its position in its sequence
+        int entry;  // its entry in the batch
+    };
+
+    std::int64_t floats_per_pool(int num_blocks, int block_size) const {
+        return 2 * std::int64_t{c_.n_layers} * num_blocks * block_size * c_.kv_dim();
+    }
+    float* keys(int layer) const {
+        return pool_.as<float>() + std::int64_t{layer} * num_blocks_ * block_size_ * c_.kv_dim();
+    }
+    float* values(int layer) const { return keys(c_.n_layers + layer); }
+
+    // The stacked rows of this batch, and the rows whose logits are wanted (vectors that keep
+    // their memory: no allocation once they have held the largest batch).
+    void plan_rows(std::span<const serve::BatchEntry> batch) {
+        batch_ = batch;
+        rows_.clear();
+        logit_rows_.clear();
+        for (size_t e = 0; e < batch.size(); ++e) {
+            const serve::BatchEntry& entry = batch[e];
+            for (size_t t = 0; t < entry.tokens.size(); ++t)
+                rows_.push_back({entry.tokens[t], entry.start + static_cast<int>(t), static_cast<int>(e)});
+            if (entry.wants_logits) logit_rows_.push_back(static_cast<int>(rows_.size()) - 1);
+        }
+    }
+
+    // Activations for n rows, reallocated only when n is the largest yet.
+    void reserve(int n) {
+        m_.reserve_rows(n);
+        if (n <= reserved_rows_) return;
+        const std::int64_t rows = n;
+        const std::int64_t sizes[] = {rows * c_.dim, rows * c_.dim, rows * c_.dim, rows * c_.dim,  // x, xn, q, att
+                                      rows * c_.kv_dim(), rows * c_.kv_dim(),                       // k, v
+                                      rows * c_.hidden_dim, rows * c_.hidden_dim};                  // gate, up
+        std::int64_t total = 0;
+        for (std::int64_t s : sizes) total += (s + 15) / 16 * 16;  // each 64-byte aligned
+        activations_ = HugeBuffer(static_cast<std::size_t>(total) * 4);
+        float* p = activations_.as<float>();
+        float** targets[] = {&x_, &xn_, &q_, &att_, &k_, &v_, &gate_, &up_};
+        for (size_t i = 0; i < std::size(sizes); ++i) {
+            *targets[i] = p;
+            p += (sizes[i] + 15) / 16 * 16;
+        }
+        reserved_rows_ = n;
+    }
+
+    // RoPE on row r of q and k at the row's own position; then k and v into its pool row.
+    void store_kv(int layer, int n) {
+        const int dim = c_.dim, kv_dim = c_.kv_dim();
+        float* key_pool = keys(layer);
+        float* value_pool = values(layer);
+        auto job = [&](int r, int) {
+            const Row& row = rows_[size_t(r)];
+            float* k = k_ + std::int64_t{r} * kv_dim;
+            m_.rope(q_ + std::int64_t{r} * dim, c_.n_heads, row.pos);
+            m_.rope(k, c_.n_kv_heads, row.pos);
+            const std::int64_t slot = serve::pool_row(batch_[size_t(row.entry)].block_table, block_size_, row.pos);
+            std::memcpy(key_pool + slot * kv_dim, k, sizeof(float) * static_cast<size_t>(kv_dim));
+            std::memcpy(value_pool + slot * kv_dim, v_ + std::int64_t{r} * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+        };
+        m_.pool().run(n, job);
+    }
+
+    // att[r, head h] over positions 0 .. pos(r) of r's entry. Items are (row, range of KV
+    // heads): a whole row each when the batch has rows enough to keep every thread busy, a
+    // row's heads split into ranges when not (a lone decode step). Runs after every row's K/V
+    // is in the pool: a chunk's later rows see its earlier ones.
+    void attention(int layer, int n) {
+        const int kv_heads = c_.n_kv_heads;
+        const int ranges = std::clamp((4 * m_.threads() + n - 1) / n, 1, kv_heads);  // per row
+        const float* key_pool = keys(layer);
+        const float* value_pool = values(layer);
+        auto job = [&](int item, int thread) {
+            const int r = item / ranges, part = item % ranges;
+            const Row& row = rows_[size_t(r)];
+            m_.attend(q_ + std::int64_t{r} * c_.dim, key_pool, value_pool, batch_[size_t(row.entry)].block_table.data(),
+                      block_size_, row.pos + 1, kv_heads * part / ranges, kv_heads * (part + 1) / ranges,
+                      scores_.data() + std::int64_t{thread} * c_.n_heads * c_.seq_len, att_ + std::int64_t{r} * c_.dim);
+        };
+        m_.pool().run(n * ranges, job);
+    }
+
+    FastModel m_;  // packed weights, threads, kernels, products, norms, RoPE
+    ModelConfig c_;
+    HugeBuffer pool_;  // keys[layer] then values[layer], [num_blocks · block_size, kv_dim] each
+    int num_blocks_ = 0, block_size_ = 0;
+    std::vector<float> scores_;  // [threads][heads · seq_len]: one row's attention weights per thread
+    std::span<const serve::BatchEntry> batch_;  // the batch forward() is computing
+    std::vector<Row> rows_;
+    std::vector<int> logit_rows_;  // the stacked row whose logits each wanting entry gets
+    std::vector<float> logits_;    // [wanting, vocab]
+    HugeBuffer activations_;       // everything below, for reserved_rows_ rows
+    int reserved_rows_ = 0;
+    float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *att_ = nullptr, *k_ = nullptr, *v_ = nullptr,
+          *gate_ = nullptr, *up_ = nullptr;
+};
+
+}  // namespace glass::fast

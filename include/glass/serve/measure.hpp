@@ -1,0 +1,326 @@
+/// \file
+/// \brief glass/serve/measure.hpp — what serving costs, measured: the experiments behind C16, C17, C18 and C20.
+/// ```text
+/// Each function drives a real Engine on some PagedBackend and times it with the wall clock.
+/// `glass serve-bench` and the serving examples call them; each figure is measured beside its
+/// baseline in the same run (the same function with one option flipped).
+///
+///   run_load            N requests, Poisson arrivals: throughput, TTFT/TPOT p50/p99, largest
+///                       inter-token gap, KV memory held vs used (C17), prefix-cache hits
+///   measure_decode_batch   B requests decoding together: decode tokens/s at batch B (C20)
+///   measure_chat        a chat re-sending its history each turn: TTFT per turn (C16)
+///   measure_stall       decoders running while a long prompt arrives: their largest gap (C18)
+///
+/// Prompts are random token ids (BOS first): speed depends on how many tokens, not which. For
+/// models with random weights, NumberTokenizer stands in for a vocabulary.
+/// ```
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "glass/serve/engine.hpp"
+#include "glass/tokenizer.hpp"
+
+namespace glass::serve {
+
+/// A vocabulary of n ids where id i reads " i" (ids 0/1/2 as llama2.c's `<unk>`/BOS/EOS): enough
+/// for the engine to stream text from a model whose weights, and so whose words, are random.
+class NumberTokenizer : public Tokenizer {
+public:
+    explicit NumberTokenizer(int vocab_size) : vocab_(vocab_size) {}
+    int vocab_size() const override { return vocab_; }
+    int bos_id() const override { return 1; }
+    int eos_id() const override { return 2; }
+    std::vector<int> encode(std::string_view, bool add_bos, bool add_eos) const override {
+        std::vector<int> ids;
+        if (add_bos) ids.push_back(1);
+        if (add_eos) ids.push_back(2);
+        return ids;
+    }
+    std::string decode(int, int id) const override {
+        std::string text = " ";  // (not " " + to_string: GCC 12 warns falsely on that, -Wrestrict)
+        text += std::to_string(id);
+        return text;
+    }
+    std::string piece(int id) const override { return std::to_string(id); }
+
+private:
+    int vocab_;
+};
+
+/// The value below which a fraction q of the values fall (nearest rank); 0 for none.
+inline double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+/// BOS, then n - 1 random ids from [3, vocab): a prompt of n tokens.
+inline std::vector<int> random_prompt(int n, int vocab, std::mt19937& rng) {
+    std::vector<int> ids = {1};
+    std::uniform_int_distribution<int> id(3, vocab - 1);
+    while (static_cast<int>(ids.size()) < n) ids.push_back(id(rng));
+    return ids;
+}
+
+/// Greedy, exactly `n` new tokens (BOS/EOS do not stop it): a request of known length.
+inline GenerateOptions fixed_length(int n) {
+    GenerateOptions o;
+    o.sampling.temperature = 0.0f;
+    o.max_new_tokens = n;
+    o.stop_on_bos = o.stop_on_eos = false;
+    return o;
+}
+
+using SteadyClock = std::chrono::steady_clock;
+inline double ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// ---- The load run ---------------------------------------------------------------------------
+
+struct LoadSpec {
+    int requests = 32;
+    double rate_per_s = 4.0;        ///< Poisson arrivals; <= 0: all arrive at once
+    int prompt_min = 16, prompt_max = 128;
+    int gen_min = 16, gen_max = 64;
+    int shared_prefix = 0;          ///< the first tokens every prompt shares (a system prompt)
+    std::uint64_t seed = 1;
+};
+
+struct LoadResult {
+    int requests = 0, generated_tokens = 0, prompt_tokens = 0, steps = 0;
+    double wall_s = 0, throughput_tokens_per_s = 0;  ///< generated tokens / wall time
+    double ttft_ms_p50 = 0, ttft_ms_p99 = 0, tpot_ms_p50 = 0, tpot_ms_p99 = 0, max_gap_ms = 0;
+    std::int64_t kv_reserved_bytes = 0;  ///< at the busiest step: blocks held x block bytes
+    std::int64_t kv_used_bytes = 0;      ///< at that step: positions that hold K/V x bytes per position
+    std::int64_t max_length_reserved_bytes = 0;  ///< the same requests, one context window each
+    int peak_running = 0;                ///< most requests held in the pool at once
+    int max_length_fit = 0;              ///< requests of one context window each that fit in the pool
+    int prefix_hit_tokens = 0;
+};
+
+/// Runs the spec's requests through `engine` in real time: each is added at its arrival time
+/// (TTFT counts from then, also when a step was running), the engine steps while it has work.
+inline LoadResult run_load(Engine& engine, const LoadSpec& spec) {
+    const ModelConfig& c = engine.config();
+    if (spec.requests < 1) fail("load run needs at least one request, got ", spec.requests);
+    if (spec.prompt_min < 1 || spec.prompt_max < spec.prompt_min || spec.gen_min < 1 || spec.gen_max < spec.gen_min)
+        fail("prompt lengths ", spec.prompt_min, ":", spec.prompt_max, " and generation lengths ", spec.gen_min, ":",
+             spec.gen_max, " must be ranges A:B with 1 <= A <= B");
+    if (spec.prompt_max + spec.gen_max > engine.request_positions())
+        fail("prompts of up to ", spec.prompt_max, " plus up to ", spec.gen_max, " new tokens exceed the ",
+             engine.request_positions(), " positions one request may use");
+    if (spec.shared_prefix < 0 || spec.shared_prefix > spec.prompt_min)
+        fail("shared prefix of ", spec.shared_prefix, " tokens must be in [0, shortest prompt ", spec.prompt_min, "]");
+
+    std::mt19937 rng(static_cast<unsigned>(spec.seed));
+    const std::vector<int> prefix = random_prompt(std::max(1, spec.shared_prefix), c.vocab_size, rng);
+    struct Planned { double arrival_s; std::vector<int> prompt; int gen; };
+    std::vector<Planned> plan;
+    double t = 0;
+    for (int i = 0; i < spec.requests; ++i) {
+        if (spec.rate_per_s > 0 && i > 0) t += std::exponential_distribution<double>(spec.rate_per_s)(rng);
+        const int n = std::uniform_int_distribution<int>(spec.prompt_min, spec.prompt_max)(rng);
+        std::vector<int> prompt = random_prompt(n, c.vocab_size, rng);
+        std::copy(prefix.begin(), prefix.begin() + std::min<std::ptrdiff_t>(spec.shared_prefix, n), prompt.begin());
+        plan.push_back({t, std::move(prompt), std::uniform_int_distribution<int>(spec.gen_min, spec.gen_max)(rng)});
+    }
+
+    LoadResult r;
+    r.requests = spec.requests;
+    const std::int64_t per_position = c.kv_bytes_per_token();
+    const std::int64_t block_bytes = per_position * engine.blocks().block_size();
+    std::vector<double> ttft, tpot;
+    size_t next = 0, done = 0;
+    const auto t0 = SteadyClock::now();
+    while (done < plan.size()) {
+        const double now_s = ms_between(t0, SteadyClock::now()) / 1000.0;
+        while (next < plan.size() && plan[next].arrival_s <= now_s) {
+            const auto arrival = t0 + std::chrono::duration_cast<SteadyClock::duration>(
+                                          std::chrono::duration<double>(plan[next].arrival_s));
+            engine.add_request_ids(plan[next].prompt, fixed_length(plan[next].gen), arrival);
+            r.prompt_tokens += static_cast<int>(plan[next].prompt.size());
+            ++next;
+        }
+        if (engine.has_unfinished()) {
+            engine.step();
+            ++r.steps;
+            // Memory at this step: blocks held by live requests vs positions holding K/V.
+            int held = 0, running = 0;
+            std::int64_t positions = 0;
+            for (const Request* q : engine.scheduler().running()) {
+                held += static_cast<int>(q->block_table.size());
+                positions += q->computed;
+                ++running;
+            }
+            const std::int64_t reserved = held * block_bytes;
+            if (reserved > r.kv_reserved_bytes) {
+                r.kv_reserved_bytes = reserved;
+                r.kv_used_bytes = positions * per_position;
+            }
+            r.peak_running = std::max(r.peak_running, running);
+        } else if (next < plan.size()) {
+            std::this_thread::sleep_until(t0 + std::chrono::duration_cast<SteadyClock::duration>(
+                                                   std::chrono::duration<double>(plan[next].arrival_s)));
+        }
+        for (const RequestResult& res : engine.take_finished()) {
+            ++done;
+            r.generated_tokens += static_cast<int>(res.generated_ids.size());
+            r.prefix_hit_tokens += res.cached_tokens;
+            ttft.push_back(res.metrics.ttft_ms);
+            if (res.generated_ids.size() > 1) tpot.push_back(res.metrics.tpot_ms);
+            for (size_t k = 1; k < res.metrics.token_ms.size(); ++k)
+                r.max_gap_ms = std::max(r.max_gap_ms, res.metrics.token_ms[k] - res.metrics.token_ms[k - 1]);
+        }
+    }
+    r.wall_s = ms_between(t0, SteadyClock::now()) / 1000.0;
+    r.throughput_tokens_per_s = r.wall_s > 0 ? r.generated_tokens / r.wall_s : 0.0;
+    r.ttft_ms_p50 = percentile(ttft, 0.50);
+    r.ttft_ms_p99 = percentile(ttft, 0.99);
+    r.tpot_ms_p50 = percentile(tpot, 0.50);
+    r.tpot_ms_p99 = percentile(tpot, 0.99);
+    r.max_length_reserved_bytes = std::int64_t{r.peak_running} * c.seq_len * per_position;
+    r.max_length_fit = engine.blocks().num_blocks() * engine.blocks().block_size() / c.seq_len;
+    return r;
+}
+
+// ---- C20: decode throughput at batch B ------------------------------------------------------
+
+struct BatchPoint {
+    int batch = 0;
+    double decode_tokens_per_s = 0;  ///< B tokens per step / mean step time
+    double step_ms = 0;
+};
+
+/// B requests with `prompt_len`-token prompts are prefilled, then `steps` steps in which all B
+/// decode (one token each) are timed.
+inline BatchPoint measure_decode_batch(PagedBackend& backend, const Tokenizer& tok, int batch, int steps,
+                                       int prompt_len = 16, std::uint64_t seed = 1) {
+    if (batch < 1 || steps < 1) fail("batch ", batch, " and steps ", steps, " must be >= 1");
+    EngineOptions eo;
+    eo.scheduler.max_running = batch;
+    eo.scheduler.max_tokens_per_step = std::max(batch * prompt_len, batch);
+    const int per_request = prompt_len + steps + 2;
+    eo.num_blocks = batch * ((per_request + eo.block_size - 1) / eo.block_size);
+    Engine engine(backend, tok, eo);
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    for (int b = 0; b < batch; ++b) engine.add_request_ids(random_prompt(prompt_len, backend.config().vocab_size, rng), fixed_length(steps + 2));
+    while (true) {  // until every request is decoding: its prompt done, one token sampled
+        const StepReport warm = engine.step();
+        if (std::all_of(warm.batch.begin(), warm.batch.end(), [](const StepReport::Part& p) { return !p.prefill; }) &&
+            static_cast<int>(warm.batch.size()) == batch)
+            break;
+    }
+    const auto t0 = SteadyClock::now();
+    for (int s = 0; s < steps; ++s) {
+        const StepReport step = engine.step();
+        if (static_cast<int>(step.batch.size()) != batch) fail("decode batch shrank to ", step.batch.size());
+    }
+    const double ms = ms_between(t0, SteadyClock::now());
+    return {batch, 1000.0 * batch * steps / ms, ms / steps};
+}
+
+// ---- C16: a chat that re-sends its history ---------------------------------------------------
+
+struct ChatTurn {
+    int turn = 0;
+    int prompt_tokens = 0;  ///< the whole history so far
+    int cached_tokens = 0;  ///< of them, served by the prefix cache
+    double ttft_ms = 0;
+};
+
+/// `turns` turns on one engine: each adds `user_tokens` to the history, sends all of it, and
+/// appends the `reply_tokens`-token reply. Run it with prefix caching on and off to compare.
+inline std::vector<ChatTurn> measure_chat(PagedBackend& backend, const Tokenizer& tok, const EngineOptions& options,
+                                          int turns, int user_tokens, int reply_tokens, std::uint64_t seed = 1) {
+    Engine engine(backend, tok, options);
+    if (turns * (user_tokens + reply_tokens) + 1 > engine.request_positions())
+        fail(turns, " turns of ", user_tokens, " + ", reply_tokens, " tokens exceed the ", engine.request_positions(),
+             " positions one request may use");
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    std::vector<int> history = {1};
+    std::vector<ChatTurn> out;
+    for (int t = 1; t <= turns; ++t) {
+        const std::vector<int> user = random_prompt(user_tokens + 1, backend.config().vocab_size, rng);
+        history.insert(history.end(), user.begin() + 1, user.end());
+        engine.add_request_ids(history, fixed_length(reply_tokens));
+        const RequestResult r = engine.run_to_completion().at(0);
+        out.push_back({t, static_cast<int>(history.size()), r.cached_tokens, r.metrics.ttft_ms});
+        history.insert(history.end(), r.generated_ids.begin(), r.generated_ids.end());
+    }
+    return out;
+}
+
+// ---- C18: a long prompt arrives while others decode ------------------------------------------
+
+struct StallResult {
+    double max_gap_ms = 0;          ///< the decoders' largest gap between two of their tokens
+    double mean_gap_ms = 0;
+    double long_prompt_ttft_ms = 0;
+    double throughput_tokens_per_s = 0;  ///< tokens computed (prompt + decoded) / wall time
+    int steps = 0;
+    int long_prompt_steps = 0;     ///< steps that computed part of the long prompt
+    int largest_step_tokens = 0;   ///< most positions one step computed
+    int decoder_tokens_min = 0, decoder_tokens_max = 0;  ///< tokens each decoder got in the run
+};
+
+/// `decoders` requests decode; once all are decoding, a `long_prompt`-token prompt arrives. The
+/// run ends `after` steps after the long prompt's first token; the decoders are then cancelled.
+inline StallResult measure_stall(PagedBackend& backend, const Tokenizer& tok, const EngineOptions& options,
+                                 int decoders, int long_prompt, int after = 4, std::uint64_t seed = 1) {
+    Engine engine(backend, tok, options);
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const int room = engine.request_positions() - 16;
+    std::vector<int> ids;
+    for (int d = 0; d < decoders; ++d) ids.push_back(engine.add_request_ids(random_prompt(16, backend.config().vocab_size, rng), fixed_length(room)));
+    StallResult r;
+    std::int64_t computed = 0;
+    int long_id = -1;
+    const auto t0 = SteadyClock::now();
+    auto step = [&] {
+        const StepReport s = engine.step();
+        int tokens = 0;
+        for (const StepReport::Part& p : s.batch) {
+            tokens += p.n;
+            if (p.id == long_id && p.prefill) ++r.long_prompt_steps;
+        }
+        computed += tokens;
+        r.largest_step_tokens = std::max(r.largest_step_tokens, tokens);
+        ++r.steps;
+        return s;
+    };
+    for (int s = 0; s < 3; ++s) step();  // every decoder is past its prompt
+    long_id = engine.add_request_ids(random_prompt(long_prompt, backend.config().vocab_size, rng), fixed_length(after + 1));
+    while (engine.request(long_id) != nullptr) step();
+    for (int id : ids) engine.cancel(id);
+    r.throughput_tokens_per_s = 1000.0 * static_cast<double>(computed) / ms_between(t0, SteadyClock::now());
+    double gaps = 0;
+    int n_gaps = 0;
+    for (const RequestResult& res : engine.take_finished()) {
+        if (res.id == long_id) {
+            r.long_prompt_ttft_ms = res.metrics.ttft_ms;
+            continue;
+        }
+        const int got = static_cast<int>(res.generated_ids.size());
+        r.decoder_tokens_min = r.decoder_tokens_max == 0 ? got : std::min(r.decoder_tokens_min, got);
+        r.decoder_tokens_max = std::max(r.decoder_tokens_max, got);
+        for (size_t k = 1; k < res.metrics.token_ms.size(); ++k) {
+            const double gap = res.metrics.token_ms[k] - res.metrics.token_ms[k - 1];
+            r.max_gap_ms = std::max(r.max_gap_ms, gap);
+            gaps += gap;
+            ++n_gaps;
+        }
+    }
+    r.mean_gap_ms = n_gaps ? gaps / n_gaps : 0.0;
+    return r;
+}
+
+}  // namespace glass::serve

@@ -1,0 +1,144 @@
+// glass serve-bench: the serving engine under load and the C16/C17/C18/C20 experiments
+// (serve/measure.hpp). Speeds are never asserted here (they belong to bench/RESULTS.md); what is
+// checked is what the numbers are made of: token counts, block arithmetic, memory bounds, the
+// JSON contract of issue 12, and errors that name the bad value.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "glass/glass.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+std::string glass_cli() { return test::bin_dir() + "/glass"; }
+
+// Runs serve-bench with --json and returns the JSON object on its last line.
+nlohmann::json serve_bench(const std::string& args) {
+    const test::Run r = test::run(glass_cli() + " serve-bench " + args + " --json");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const size_t end = r.out.find_last_not_of('\n');
+    REQUIRE(end != std::string::npos);
+    const size_t start = r.out.rfind('\n', end);
+    nlohmann::json j;
+    REQUIRE_NOTHROW(j = nlohmann::json::parse(r.out.substr(start == std::string::npos ? 0 : start + 1)));
+    return j;
+}
+
+}  // namespace
+
+TEST_CASE("serve-bench load run: the issue's JSON fields, token counts and paged memory bounds") {
+    const glass::ModelConfig& c = test::shipped().config;
+    const std::string model = "-m " + test::sh(test::shipped_model()) + " --threads 2";
+    // 12 requests at once, each exactly 5 new tokens: the generated count is known beforehand.
+    const nlohmann::json j = serve_bench(model + " --requests 12 --rate 0 --prompt-len 8:60 --gen 5:5 --block-size 16");
+    for (const char* field : {"throughput_tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
+                              "max_gap_ms", "kv_reserved_bytes", "kv_used_bytes", "prefix_hit_tokens"})
+        CHECK_MESSAGE(j.contains(field), "missing JSON field " << field);
+    CHECK(j["generated_tokens"].get<int>() == 12 * 5);
+    CHECK(j["throughput_tokens_per_s"].get<double>() ==
+          doctest::Approx(60.0 / j["wall_s"].get<double>()).epsilon(1e-9));
+    CHECK(j["ttft_ms_p50"].get<double>() <= j["ttft_ms_p99"].get<double>());
+    CHECK(j["tpot_ms_p50"].get<double>() <= j["tpot_ms_p99"].get<double>());
+    CHECK(j["prefix_hit_tokens"].get<int>() == 0);  // random prompts share nothing but BOS
+
+    // Paging holds whole blocks: reserved is a whole number of blocks, at least what is used, and
+    // wastes less than one block per running request (only each request's last block is partial).
+    const std::int64_t per_position = c.kv_bytes_per_token(), block_bytes = 16 * per_position;
+    const std::int64_t reserved = j["kv_reserved_bytes"], used = j["kv_used_bytes"];
+    const int running = j["peak_running"];
+    CHECK(running >= 2);
+    CHECK(reserved % block_bytes == 0);
+    CHECK(used % per_position == 0);
+    CHECK(used <= reserved);
+    CHECK(reserved - used < running * block_bytes);
+    CHECK(j["max_length_reserved_bytes"].get<std::int64_t>() == std::int64_t{running} * c.seq_len * per_position);
+}
+
+TEST_CASE("serve-bench: a shared system prompt is served from the prefix cache, and not with --no-prefix-cache") {
+    const std::string model = "-m " + test::sh(test::shipped_model()) + " --threads 1";
+    // 6 requests at once sharing their first 40 tokens, a budget that admits one prompt per step:
+    // the first computes the shared blocks (two full blocks of 16), every later one finds them.
+    const std::string load = " --requests 6 --rate 0 --prompt-len 50:60 --gen 3:3 --shared-prefix 40 --budget 64 --no-chunked-prefill";
+    const nlohmann::json on = serve_bench(model + load);
+    const nlohmann::json off = serve_bench(model + load + " --no-prefix-cache");
+    CHECK(on["prefix_hit_tokens"].get<int>() == 5 * 32);
+    CHECK(off["prefix_hit_tokens"].get<int>() == 0);
+    CHECK(on["generated_tokens"] == off["generated_tokens"]);
+}
+
+TEST_CASE("serve-bench --chat-turns (C16): the cached tokens of each turn follow from the block arithmetic") {
+    const glass::ModelConfig& c = test::shipped().config;
+    const int turns = 4, block = 8;
+    const nlohmann::json j = serve_bench("-m " + test::sh(test::shipped_model()) + " --threads 1 --requests 1 --gen 2:2" +
+                                         " --block-size " + std::to_string(block) + " --chat-turns " + std::to_string(turns));
+    REQUIRE(j["chat"].size() == size_t(turns));
+    // The command splits the window into turns: per turn (seq_len - 1) / turns tokens, two thirds user.
+    const int per_turn = (c.seq_len - 1) / turns, user = per_turn * 2 / 3, reply = per_turn - user;
+    int previous_prompt = 0;
+    for (int t = 0; t < turns; ++t) {
+        const nlohmann::json& turn = j["chat"][size_t(t)];
+        CAPTURE(t + 1);
+        const int prompt = 1 + (t + 1) * user + t * reply;  // BOS, every user turn, every earlier reply
+        CHECK(turn["prompt_tokens"].get<int>() == prompt);
+        // K/V exist for the previous turn's prompt and all but the last token of its reply (that
+        // one was sampled, never fed back). Full blocks of those are found, never the block of this
+        // prompt's last token (its logits are needed).
+        const int with_kv = t == 0 ? 0 : previous_prompt + reply - 1;
+        const int expected = std::min(with_kv, prompt - 1) / block * block;
+        CHECK(turn["cached_tokens"].get<int>() == expected);
+        CHECK(turn["ttft_ms_cache_on"].get<double>() > 0);
+        CHECK(turn["ttft_ms_cache_off"].get<double>() > 0);
+        previous_prompt = prompt;
+    }
+}
+
+TEST_CASE("serve-bench --batch-sweep (C20) and --stall (C18) report every point they measure") {
+    const nlohmann::json j = serve_bench("--shape stories15M --context 320 --threads 1 --requests 2 --rate 0 "
+                                         "--prompt-len 4:8 --gen 2:2 --batch-sweep --stall --long-prompt 300 "
+                                         "--decoders 3 --budget 64");
+    REQUIRE(j["batch_sweep"].is_array());
+    int expected_batch = 1;
+    for (const nlohmann::json& p : j["batch_sweep"]) {
+        CHECK(p["batch"].get<int>() == expected_batch);
+        CHECK(p["decode_tokens_per_s"].get<double>() > 0);
+        // tokens/s and ms per step are two readings of one timing: batch tokens per step.
+        CHECK(p["decode_tokens_per_s"].get<double>() ==
+              doctest::Approx(1000.0 * expected_batch / p["step_ms"].get<double>()).epsilon(1e-9));
+        expected_batch *= 2;
+    }
+    CHECK(expected_batch == 128);  // 1, 2, ..., 64
+    CHECK(j["fma_peak_gflops"].get<double>() > 0);
+    REQUIRE(j.contains("stall"));
+    CHECK(j["stall"]["decoders"] == 3);
+    CHECK(j["stall"]["max_gap_ms_chunked"].get<double>() > 0);
+    CHECK(j["stall"]["max_gap_ms_unchunked"].get<double>() > 0);
+}
+
+TEST_CASE("serve-bench refuses bad flags, naming the value") {
+    const std::string model = " -m " + test::sh(test::shipped_model());
+    const struct {
+        std::string args, message;
+    } cases[] = {
+        {model + " --prompt-len 9:3", "'9:3'"},
+        {model + " --gen x", "'x'"},
+        {model + " --backend gpu", "'gpu'"},
+        {model + " --threads 0", "got 0"},
+        {model + " --requests 0", "got 0"},
+        {model + " --block-size 0", "got 0"},
+        {model + " --prompt-len 400:500 --gen 100:100", "exceed the 512 positions"},
+        {model + " --shared-prefix 20 --prompt-len 10:30", "shared prefix of 20"},
+        {model + " --stall --long-prompt 2000", "--long-prompt 2000"},
+        {" --shape stories15M --context 5", "got 5"},
+        {" --shape gpt5", "unknown shape 'gpt5'"},
+        {"", "needs a model"},
+        {model + " extra", "'extra'"},
+    };
+    for (const auto& k : cases) {
+        CAPTURE(k.args);
+        const test::Run r = test::run(glass_cli() + " serve-bench" + k.args);
+        CHECK(r.exit_code != 0);
+        CHECK_MESSAGE(r.err.find(k.message) != std::string::npos, r.err);
+    }
+}

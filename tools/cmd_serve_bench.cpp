@@ -1,0 +1,220 @@
+// glass serve-bench — the serving engine under load, and the figures C16, C17, C18, C20, each
+// measured beside its baseline in the same command (serve/measure.hpp does the measuring).
+//
+//   glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference]
+//       [--threads N] [--precision fp32|fp16|bf16|q8]
+//       [--requests N] [--rate R] [--prompt-len A:B] [--gen A:B] [--shared-prefix T]
+//       [--block-size B] [--pool-blocks N] [--budget T] [--max-running N]
+//       [--no-prefix-cache] [--no-chunked-prefill] [--seed S]
+//       [--batch-sweep] [--chat-turns N] [--stall] [--long-prompt N] [--decoders N] [--json]
+//
+// Without -m, --shape builds a model of that shape with random weights in memory (speed depends
+// on shapes, not on what the weights say); --context sets its context window.
+#include <charconv>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <tuple>
+
+#include "cli.hpp"
+#include "glass/glass.hpp"
+
+namespace cli {
+
+namespace {
+
+std::pair<int, int> range_flag(const Flags& flags, const std::string& name, std::pair<int, int> fallback) {
+    if (!flags.has(name)) return fallback;
+    const std::string v = flags.get(name, "");
+    const size_t colon = v.find(':');
+    int a = 0, b = 0;
+    const auto parse = [&](const std::string& s, int& out) {
+        const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+        return ec == std::errc() && ptr == s.data() + s.size() && !s.empty();
+    };
+    const bool ok = colon == std::string::npos ? parse(v, a) && (b = a, true)
+                                               : parse(v.substr(0, colon), a) && parse(v.substr(colon + 1), b);
+    if (!ok || a < 1 || b < a) throw UsageError(name + " must be A:B with 1 <= A <= B (or one number), got '" + v + "'");
+    return {a, b};
+}
+
+}  // namespace
+
+int cmd_serve_bench(int argc, char** argv) {
+    Flags flags("serve-bench",
+                {{"-m", true}, {"--shape", true}, {"--context", true}, {"--backend", true}, {"--threads", true},
+                 {"--precision", true}, {"--requests", true}, {"--rate", true}, {"--prompt-len", true},
+                 {"--gen", true}, {"--shared-prefix", true}, {"--block-size", true}, {"--pool-blocks", true},
+                 {"--budget", true}, {"--max-running", true}, {"--no-prefix-cache", false},
+                 {"--no-chunked-prefill", false}, {"--seed", true}, {"--batch-sweep", false},
+                 {"--chat-turns", true}, {"--stall", false}, {"--long-prompt", true}, {"--decoders", true},
+                 {"--json", false}});
+    flags.parse(argc, argv, 2);
+    if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
+    if (flags.has("-m") == flags.has("--shape"))
+        throw UsageError("glass serve-bench needs a model: -m FILE, or --shape stories15M|stories110M|tinyllama1b");
+    const std::string backend_name = flags.get("--backend", "fast");
+    if (backend_name != "fast" && backend_name != "reference")
+        throw UsageError("--backend must be fast or reference, got '" + backend_name + "'");
+    const int threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    if (threads < 1 || threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(threads));
+    const std::string precision = flags.get("--precision", "fp32");
+    if (backend_name == "reference" && (flags.has("--threads") || flags.has("--precision")))
+        throw UsageError("--threads and --precision apply to --backend fast");
+
+    glass::serve::EngineOptions eo;
+    eo.block_size = flags.number<int>("--block-size").value_or(16);
+    eo.num_blocks = flags.number<int>("--pool-blocks").value_or(0);
+    eo.prefix_caching = !flags.has("--no-prefix-cache");
+    eo.scheduler.max_tokens_per_step = flags.number<int>("--budget").value_or(256);
+    eo.scheduler.max_running = flags.number<int>("--max-running").value_or(64);
+    eo.scheduler.chunked_prefill = !flags.has("--no-chunked-prefill");
+    if (eo.block_size < 1) throw UsageError("--block-size must be >= 1, got " + std::to_string(eo.block_size));
+    if (eo.num_blocks < 0) throw UsageError("--pool-blocks must be >= 1, got " + std::to_string(eo.num_blocks));
+
+    glass::serve::LoadSpec load;
+    load.requests = flags.number<int>("--requests").value_or(32);
+    load.rate_per_s = flags.number<double>("--rate").value_or(4.0);
+    std::tie(load.prompt_min, load.prompt_max) = range_flag(flags, "--prompt-len", {16, 128});
+    std::tie(load.gen_min, load.gen_max) = range_flag(flags, "--gen", {16, 64});
+    load.shared_prefix = flags.number<int>("--shared-prefix").value_or(0);
+    load.seed = flags.number<std::uint64_t>("--seed").value_or(1);
+    if (load.requests < 1) throw UsageError("--requests must be >= 1, got " + std::to_string(load.requests));
+    const int chat_turns = flags.number<int>("--chat-turns").value_or(0);
+    const int long_prompt = flags.number<int>("--long-prompt").value_or(2000);
+    const int decoders = flags.number<int>("--decoders").value_or(8);
+    if (chat_turns < 0) throw UsageError("--chat-turns must be >= 0, got " + std::to_string(chat_turns));
+
+    // The model: a file, or a shape with random weights made here.
+    std::optional<glass::Model> model;
+    std::string model_name;
+    if (flags.has("-m")) {
+        model_name = flags.get("-m", "");
+        model = glass::load_llama2c_checkpoint(model_name);
+    } else {
+        glass::ModelConfig c = glass::fast::shape_config(flags.get("--shape", ""));
+        if (const auto ctx = flags.number<int>("--context")) {
+            if (*ctx < 16 || *ctx > 65536) throw UsageError("--context must be in [16, 65536], got " + std::to_string(*ctx));
+            c.seq_len = *ctx;
+        }
+        model_name = flags.get("--shape", "") + " (random weights, context " + std::to_string(c.seq_len) + ")";
+        model = glass::fast::random_model_in_memory(c, load.seed);
+    }
+    const glass::ModelConfig& c = model->config;
+    const glass::serve::NumberTokenizer tok(c.vocab_size);
+    glass::fast::FastOptions fast_options;
+    fast_options.threads = threads;
+    fast_options.weights = glass::fast::weight_type_from_string(precision);
+    auto make_backend = [&]() -> std::unique_ptr<glass::serve::PagedBackend> {
+        if (backend_name == "reference") return std::make_unique<glass::serve::CpuPagedBackend>(*model);
+        return std::make_unique<glass::fast::FastPagedBackend>(*model, fast_options);
+    };
+    const std::unique_ptr<glass::serve::PagedBackend> backend = make_backend();
+    std::printf("model %s: dim %d, %d layers, vocab %d | backend %s%s | block %d, budget %d, prefix cache %s, chunked prefill %s\n",
+                model_name.c_str(), c.dim, c.n_layers, c.vocab_size, backend_name.c_str(),
+                backend_name == "fast" ? (", " + std::to_string(threads) + " threads, " + precision).c_str() : "",
+                eo.block_size, eo.scheduler.max_tokens_per_step, eo.prefix_caching ? "on" : "off",
+                eo.scheduler.chunked_prefill ? "on" : "off");
+
+    nlohmann::json j = {{"model", model_name}, {"backend", backend_name}, {"block_size", eo.block_size},
+                        {"budget", eo.scheduler.max_tokens_per_step}, {"prefix_cache", eo.prefix_caching},
+                        {"chunked_prefill", eo.scheduler.chunked_prefill}};
+    if (backend_name == "fast") {
+        j["threads"] = threads;
+        j["precision"] = precision;
+    }
+
+    // The load run (always): throughput, latency percentiles, C17's memory.
+    {
+        glass::serve::Engine engine(*backend, tok, eo);
+        const glass::serve::LoadResult r = glass::serve::run_load(engine, load);
+        const double waste = r.kv_reserved_bytes > 0 ? 1.0 - static_cast<double>(r.kv_used_bytes) / r.kv_reserved_bytes : 0.0;
+        std::printf("load: %d requests at %.2f/s, prompts %d:%d, gen %d:%d -> %.1f tokens/s over %.2f s (%d steps)\n",
+                    r.requests, load.rate_per_s, load.prompt_min, load.prompt_max, load.gen_min, load.gen_max,
+                    r.throughput_tokens_per_s, r.wall_s, r.steps);
+        std::printf("      TTFT p50 %.1f ms p99 %.1f ms | TPOT p50 %.2f ms p99 %.2f ms | largest gap %.1f ms | prefix hits %d tokens\n",
+                    r.ttft_ms_p50, r.ttft_ms_p99, r.tpot_ms_p50, r.tpot_ms_p99, r.max_gap_ms, r.prefix_hit_tokens);
+        std::printf("C17 KV memory at the busiest step: %.2f MB held in blocks, %.2f MB used (%.1f%% reserved but unused); "
+                    "one context each for those %d requests: %.2f MB\n",
+                    r.kv_reserved_bytes / 1e6, r.kv_used_bytes / 1e6, 100.0 * waste, r.peak_running,
+                    r.max_length_reserved_bytes / 1e6);
+        std::printf("C17 requests at once in this pool: %d held (paged), %d with one context window each\n",
+                    r.peak_running, r.max_length_fit);
+        j.update({{"requests", r.requests}, {"rate", load.rate_per_s}, {"throughput_tokens_per_s", r.throughput_tokens_per_s},
+                  {"ttft_ms_p50", r.ttft_ms_p50}, {"ttft_ms_p99", r.ttft_ms_p99}, {"tpot_ms_p50", r.tpot_ms_p50},
+                  {"tpot_ms_p99", r.tpot_ms_p99}, {"max_gap_ms", r.max_gap_ms}, {"kv_reserved_bytes", r.kv_reserved_bytes},
+                  {"kv_used_bytes", r.kv_used_bytes}, {"kv_waste_fraction", waste},
+                  {"max_length_reserved_bytes", r.max_length_reserved_bytes}, {"peak_running", r.peak_running},
+                  {"max_length_fit", r.max_length_fit}, {"prefix_hit_tokens", r.prefix_hit_tokens},
+                  {"generated_tokens", r.generated_tokens}, {"wall_s", r.wall_s}});
+    }
+
+    // C20: decode throughput by batch size, against the FMA peak measured now.
+    if (flags.has("--batch-sweep")) {
+        const double peak = glass::fast::fma_peak_probe(backend_name == "fast" ? threads : 1).median;
+        const double flops_per_token = glass::fast::prefill_flops(c, 1);  // 2 per weight (+ a little attention)
+        nlohmann::json sweep = nlohmann::json::array();
+        double base = 0;
+        std::printf("C20 decode throughput by batch (FMA peak %.1f GFLOP/s):\n", peak / 1e9);
+        for (int b = 1; b <= 64; b *= 2) {
+            if (b * 24 > c.seq_len * 64) break;
+            const glass::serve::BatchPoint p = glass::serve::measure_decode_batch(*backend, tok, b, b >= 16 ? 6 : 10);
+            if (b == 1) base = p.decode_tokens_per_s;
+            const double of_peak = p.decode_tokens_per_s * flops_per_token / peak;
+            std::printf("  batch %2d: %9.1f tokens/s  %5.2fx batch 1  %5.1f%% of FMA peak  (%.1f ms/step)\n", b,
+                        p.decode_tokens_per_s, p.decode_tokens_per_s / base, 100.0 * of_peak, p.step_ms);
+            sweep.push_back({{"batch", b}, {"decode_tokens_per_s", p.decode_tokens_per_s}, {"step_ms", p.step_ms},
+                             {"fraction_of_fma_peak", of_peak}});
+        }
+        j["batch_sweep"] = sweep;
+        j["fma_peak_gflops"] = peak / 1e9;
+    }
+
+    // C16: a chat re-sending its history, TTFT per turn with and without prefix caching.
+    if (chat_turns > 0) {
+        const int per_turn = std::max(2, (c.seq_len - 1) / chat_turns);
+        const int user = per_turn * 2 / 3, reply = per_turn - user;
+        nlohmann::json turns = nlohmann::json::array();
+        glass::serve::EngineOptions on = eo, off = eo;
+        on.prefix_caching = true;
+        off.prefix_caching = false;
+        const auto with = glass::serve::measure_chat(*backend, tok, on, chat_turns, user, reply, load.seed);
+        const auto without = glass::serve::measure_chat(*backend, tok, off, chat_turns, user, reply, load.seed);
+        std::printf("C16 chat of %d turns (%d user + %d reply tokens each), TTFT per turn:\n", chat_turns, user, reply);
+        for (size_t t = 0; t < with.size(); ++t) {
+            std::printf("  turn %zu: %5d prompt tokens | cache off %8.1f ms | cache on %8.1f ms (%d cached) | %.2fx\n", t + 1,
+                        with[t].prompt_tokens, without[t].ttft_ms, with[t].ttft_ms, with[t].cached_tokens,
+                        with[t].ttft_ms / without[t].ttft_ms);
+            turns.push_back({{"turn", t + 1}, {"prompt_tokens", with[t].prompt_tokens}, {"ttft_ms_cache_off", without[t].ttft_ms},
+                             {"ttft_ms_cache_on", with[t].ttft_ms}, {"cached_tokens", with[t].cached_tokens}});
+        }
+        j["chat"] = turns;
+    }
+
+    // C18: decoders' largest gap while a long prompt arrives, chunked prefill off vs on.
+    if (flags.has("--stall")) {
+        if (long_prompt + 8 > c.seq_len)
+            glass::fail("--long-prompt ", long_prompt, " does not fit the context window of ", c.seq_len, " (use --context)");
+        glass::serve::EngineOptions chunked = eo, whole = eo;
+        chunked.scheduler.chunked_prefill = true;
+        whole.scheduler.chunked_prefill = false;
+        const auto a = glass::serve::measure_stall(*backend, tok, whole, decoders, long_prompt);
+        const auto b = glass::serve::measure_stall(*backend, tok, chunked, decoders, long_prompt);
+        std::printf("C18 %d decoders while a %d-token prompt arrives (budget %d):\n", decoders, long_prompt,
+                    eo.scheduler.max_tokens_per_step);
+        std::printf("  chunked prefill off: largest gap %8.1f ms, mean %.1f ms, %8.1f tokens/s, long prompt TTFT %.1f ms\n",
+                    a.max_gap_ms, a.mean_gap_ms, a.throughput_tokens_per_s, a.long_prompt_ttft_ms);
+        std::printf("  chunked prefill on:  largest gap %8.1f ms, mean %.1f ms, %8.1f tokens/s, long prompt TTFT %.1f ms\n",
+                    b.max_gap_ms, b.mean_gap_ms, b.throughput_tokens_per_s, b.long_prompt_ttft_ms);
+        std::printf("  gap ratio %.2f, throughput ratio %.2f\n", b.max_gap_ms / a.max_gap_ms,
+                    b.throughput_tokens_per_s / a.throughput_tokens_per_s);
+        j["stall"] = {{"decoders", decoders}, {"long_prompt", long_prompt},
+                      {"max_gap_ms_unchunked", a.max_gap_ms}, {"max_gap_ms_chunked", b.max_gap_ms},
+                      {"throughput_unchunked", a.throughput_tokens_per_s}, {"throughput_chunked", b.throughput_tokens_per_s}};
+    }
+    if (flags.has("--json")) std::printf("%s\n", dump(j).c_str());
+    return 0;
+}
+
+}  // namespace cli
