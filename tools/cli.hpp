@@ -134,6 +134,7 @@ int cmd_bench(int argc, char** argv);         // tools/cmd_bench.cpp (speed issu
 int cmd_random_model(int argc, char** argv);  // tools/cmd_random_model.cpp
 int cmd_explain(int argc, char** argv);
 int cmd_serve_bench(int argc, char** argv);  // tools/cmd_serve_bench.cpp
+int cmd_serve(int argc, char** argv);        // tools/cmd_serve.cpp
 int cmd_chat(int argc, char** argv);          // tools/cmd_chat.cpp
 
 }  // namespace cli

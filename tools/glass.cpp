@@ -11,6 +11,7 @@
 //   glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--layer L] [--head H] [--brief]
 //                 [--json] [--html FILE] [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
 //   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R] [--weights W] [--probes] [--json]
+//   glass serve [-m MODEL] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY] [--threads N] ...
 //   glass random-model --shape NAME -o FILE [--seed S]
 //   glass --help | glass COMMAND --help | glass --version
 //
@@ -114,6 +115,20 @@ const Command kCommands[] = {
      "      --decoders N (8) while a --long-prompt N (2000) token prompt arrives, chunked prefill\n"
      "      off and on (C18). --shape builds a random-weight model of that shape in memory\n"
      "      (--context sets its window). --json adds one JSON object as the last line.\n"},
+    {"serve", cli::cmd_serve,
+     "  glass serve [-m MODEL] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]\n"
+     "              [--backend fast|reference] [--threads N] [--max-queue N] [--block-size B]\n"
+     "              [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]\n"
+     "      An OpenAI-compatible HTTP server on the batching engine: POST /v1/completions and\n"
+     "      /v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
+     "      GET /health. Concurrent requests share the engine's steps. Defaults: the shipped\n"
+     "      model, host 127.0.0.1, port 8000 (0 = any free port; the first line on stdout is\n"
+     "      \"listening on http://HOST:PORT\"), the fast backend on every core. --api-key: the\n"
+     "      /v1 routes want \"Authorization: Bearer KEY\". --max-queue N (64): requests in\n"
+     "      flight at most; the next gets 503. --block-size and --budget as serve-bench.\n"
+     "      SIGINT/SIGTERM: new requests get 503, those in flight get --shutdown-timeout S\n"
+     "      seconds (10) to finish, the rest are cancelled; exit 0. One log line per request\n"
+     "      on stderr. The chat template: include/glass/serve/openai_api.hpp.\n"},
     {"random-model", cli::cmd_random_model,
      "  glass random-model --shape stories15M|stories110M|tinyllama1b -o FILE [--seed S]\n"
      "      A llama2.c checkpoint of that shape with random weights (for benchmarks).\n"},

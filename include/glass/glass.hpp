@@ -52,7 +52,8 @@
 #include "glass/generate.hpp"       // 6-8. the loop: prefill once, decode until done
 
 // Serving many requests at once: requests, the block pool with its prefix cache, the scheduler,
-// the batched paged forward pass, and the engine that steps them.
+// the batched paged forward pass, the engine that steps them; then the engine on its own thread
+// and the OpenAI API's JSON, which `glass serve` puts on HTTP.
 #include "glass/serve/request.hpp"
 #include "glass/serve/block_manager.hpp"
 #include "glass/serve/scheduler.hpp"
@@ -60,6 +61,8 @@
 #include "glass/serve/paged_transformer.hpp"
 #include "glass/serve/engine.hpp"
 #include "glass/serve/measure.hpp"
+#include "glass/serve/engine_thread.hpp"
+#include "glass/serve/openai_api.hpp"
 
 // The fast CPU path: the same Session, with packed weights, AVX-512 and threads; then the same
 // machinery as a serving backend, the whole batch in one pass over the weights.

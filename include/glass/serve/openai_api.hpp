@@ -1,0 +1,424 @@
+/// \file
+/// \brief glass/serve/openai_api.hpp — the OpenAI HTTP API as JSON: request bodies in; completions, stream chunks and errors out.
+/// ```text
+/// In:  the JSON body of POST /v1/completions or POST /v1/chat/completions, the served model
+///      (its name and how many positions a request may use), its tokenizer.
+/// Out: a CompletionRequest (prompt ids, GenerateOptions, streaming flags) for the engine, or an
+///      ApiError (HTTP status and a message naming the parameter and the value at fault); later,
+///      from the engine's RequestResult, the response objects below. No HTTP here: the server
+///      (tools/cmd_serve.cpp) moves these objects over the wire.
+///
+///   POST /v1/completions {"model", "prompt", "max_tokens", "temperature", "top_p", "seed",
+///                         "stop", "stream", "stream_options": {"include_usage"}, "n" (only 1),
+///                         "user" (ignored), "presence_penalty" and "frequency_penalty" (only 0),
+///                         extensions "top_k", "min_p", "ignore_eos"}
+///     "prompt": a string (BOS is put first, as generate() does), a list of one string, or a
+///     list of token ids (taken as they are)
+///   -> {"id": "cmpl-N", "object": "text_completion", "created", "model",
+///       "choices": [{"index": 0, "text", "logprobs": null, "finish_reason"}],
+///       "usage": {"prompt_tokens", "completion_tokens", "total_tokens",
+///                 "prompt_tokens_details": {"cached_tokens"}}}
+///
+///   POST /v1/chat/completions  the same, with "messages" instead of "prompt" and
+///     "max_completion_tokens" as another name for "max_tokens"
+///   -> "object": "chat.completion", each choice has "message": {"role": "assistant", "content"}
+///
+///   "stream": true -> server-sent events: one `data: CHUNK` line and a blank line per piece of
+///     text, the last chunk with the finish_reason, then with include_usage one chunk whose
+///     "choices" is [] and which carries the usage, then `data: [DONE]`. Completion chunks have
+///     "text"; chat chunks a "delta" ({"role": "assistant", "content": ""} first, then
+///     {"content"}, the last one {}).
+///
+/// Defaults as OpenAI's: temperature 1, top_p 1, a new seed per request, max_tokens 16 for a
+/// completion (or what is left of the context), the rest of the context for a chat.
+/// finish_reason: "stop" for a stop string, BOS or EOS; "length" for max_tokens or a full context.
+/// usage.prompt_tokens_details.cached_tokens: prompt tokens the prefix cache supplied.
+///
+/// The chat template. The shipped stories260K is a story model, trained on no chat format; the
+/// messages become the plain text that `glass chat` uses (tools/cmd_chat.cpp):
+///
+///   system or developer   CONTENT\n
+///   user                  User: CONTENT\n
+///   assistant             Assistant:CONTENT\n     (a reply keeps the leading space it came with)
+///   at the end            Assistant:               the model continues from here
+///
+/// and "\n" is always a stop string: one reply, one line (the template's end of turn). A client
+/// that sends the reply back renders its next prompt as the last prompt + reply + "\n" + the new
+/// turn, so the full KV blocks of the earlier turn come from the prefix cache.
+///
+/// Errors have OpenAI's shape, {"error": {"message", "type", "param", "code"}}: 400 for malformed
+/// JSON, an unknown parameter, a value of the wrong type or out of range, n > 1, a prompt longer
+/// than the context, max_tokens past the context; 404 for a model this server does not serve.
+/// ```
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "glass/generate.hpp"
+#include "glass/serve/engine.hpp"
+#include "glass/tokenizer.hpp"
+
+namespace glass::serve::openai {
+
+using json = nlohmann::json;
+
+/// A request the server refuses: the HTTP status and OpenAI's error fields.
+struct ApiError : std::runtime_error {
+    ApiError(int status, const std::string& message, std::string param = "", std::string code = "",
+             std::string type = "invalid_request_error")
+        : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)),
+          type(std::move(type)) {}
+    int status;
+    std::string param;  ///< the request field at fault ("" = none)
+    std::string code;   ///< a short machine-readable reason ("" = none)
+    std::string type;   ///< "invalid_request_error", "server_error", ...
+};
+
+/// JSON text for any value, invalid UTF-8 replaced (text from a model may hold any bytes).
+inline std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+/// `{"error": {"message", "type", "param", "code"}}`; empty param or code become null.
+inline json error_body(const std::string& message, const std::string& type, const std::string& param,
+                       const std::string& code) {
+    return {{"error",
+             {{"message", message},
+              {"type", type},
+              {"param", param.empty() ? json(nullptr) : json(param)},
+              {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+inline json error_body(const ApiError& e) { return error_body(e.what(), e.type, e.param, e.code); }
+
+/// What the server serves: the model's name (the file name without .bin), how many positions
+/// one request may use (prompt + generated), the vocabulary size, when it was loaded.
+struct ServedModel {
+    std::string name;
+    int context = 0;
+    int vocab_size = 0;
+    std::int64_t created = 0;  ///< Unix time
+};
+
+/// One request, parsed and checked: what the engine needs, and how to answer.
+struct CompletionRequest {
+    bool chat = false;
+    std::string prompt;            ///< the text the model reads (a chat's rendered template); "" for token ids
+    std::vector<int> prompt_ids;   ///< what the engine computes (BOS first for a text prompt)
+    GenerateOptions options;
+    bool stream = false;
+    bool include_usage = false;    ///< stream_options.include_usage
+};
+
+namespace detail {
+
+// A bound as a reader writes it: 2, 0.5.
+inline std::string bound(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+}
+
+// A value as the client wrote it, shortened for an error message.
+inline std::string shown(const json& v) {
+    std::string s = to_text(v);
+    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+inline ApiError invalid(const std::string& param, const std::string& message) {
+    return ApiError(400, message, param, "invalid_value");
+}
+
+inline double number_in(const json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
+    if (!v.is_number()) throw invalid(name, name + " must be a number, got " + shown(v));
+    const double x = v.get<double>();
+    if (x < lo || x > hi || (lo_open && x == lo))
+        throw invalid(name, name + " must be in " + (lo_open ? "(" : "[") + bound(lo) + ", " + bound(hi) + "], got " + shown(v));
+    return x;
+}
+
+inline std::int64_t integer_at_least(const json& v, const std::string& name, std::int64_t lo) {
+    if (!v.is_number_integer()) throw invalid(name, name + " must be an integer, got " + shown(v));
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+        throw invalid(name, name + " is too large: " + shown(v));
+    const std::int64_t x = v.get<std::int64_t>();
+    if (x < lo) throw invalid(name, name + " must be >= " + std::to_string(lo) + ", got " + shown(v));
+    return x;
+}
+
+inline bool boolean(const json& v, const std::string& name) {
+    if (!v.is_boolean()) throw invalid(name, name + " must be true or false, got " + shown(v));
+    return v.get<bool>();
+}
+
+// A message's content: a string, null, or a list of {"type": "text", "text": ...} parts.
+inline std::string message_content(const json& v, const std::string& name) {
+    if (v.is_null()) return "";
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_array()) {
+        std::string text;
+        for (size_t i = 0; i < v.size(); ++i) {
+            const json& part = v[i];
+            const std::string at = name + "[" + std::to_string(i) + "]";
+            if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string())
+                throw invalid(at, at + " must be {\"type\": \"text\", \"text\": STRING} (only text parts), got " + shown(part));
+            text += part["text"].get<std::string>();
+        }
+        return text;
+    }
+    throw invalid(name, name + " must be a string or a list of text parts, got " + shown(v));
+}
+
+}  // namespace detail
+
+/// The chat template (see the top of this file): the messages, rendered as the text the model continues.
+inline std::string render_chat(const json& messages) {
+    if (!messages.is_array() || messages.empty())
+        throw detail::invalid("messages", "messages must be a non-empty list of {\"role\", \"content\"}, got " +
+                                              detail::shown(messages));
+    std::string text;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const json& m = messages[i];
+        const std::string at = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) throw detail::invalid(at, at + " must be an object {\"role\", \"content\"}, got " + detail::shown(m));
+        for (const auto& [key, value] : m.items())
+            if (key != "role" && key != "content" && key != "name")
+                throw detail::invalid(at + "." + key, "unknown field '" + key + "' in " + at);
+        const json role = m.value("role", json());
+        const std::string content = detail::message_content(m.value("content", json()), at + ".content");
+        if (role == "system" || role == "developer") text += content + "\n";
+        else if (role == "user") text += "User: " + content + "\n";
+        else if (role == "assistant") text += "Assistant:" + content + "\n";
+        else
+            throw detail::invalid(at + ".role", at + ".role must be system, developer, user or assistant, got " +
+                                                    detail::shown(role));
+    }
+    return text + "Assistant:";
+}
+
+/// Parses and checks one request body (JSON text) for POST /v1/completions (`chat` false) or
+/// POST /v1/chat/completions (`chat` true). `seed` is used when the request gives none.
+inline CompletionRequest parse_request(const std::string& body, bool chat, const ServedModel& model,
+                                       const Tokenizer& tokenizer, std::uint64_t seed) {
+    json j;
+    try {
+        j = json::parse(body);
+    } catch (const json::parse_error& e) {
+        throw ApiError(400, std::string("the body is not valid JSON: ") + e.what(), "", "invalid_json");
+    }
+    if (!j.is_object()) throw ApiError(400, "the body must be a JSON object, got " + detail::shown(j), "", "invalid_json");
+
+    static const std::set<std::string> common = {
+        "model", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "stream_options", "n",
+        "user", "presence_penalty", "frequency_penalty", "top_k", "min_p", "ignore_eos"};
+    for (const auto& [key, value] : j.items()) {
+        const bool known = common.count(key) > 0 || (chat ? key == "messages" || key == "max_completion_tokens" : key == "prompt");
+        if (!known)
+            throw ApiError(400, "unknown parameter '" + key + "' (this server takes: model, " +
+                                    (chat ? "messages" : "prompt") + ", max_tokens, temperature, top_p, seed, stop, stream, "
+                                    "stream_options, n, user, top_k, min_p, ignore_eos)",
+                           key, "unknown_parameter");
+    }
+    // null means "not given", as OpenAI's SDKs send it.
+    const auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+
+    if (given("model")) {
+        if (!j["model"].is_string()) throw detail::invalid("model", "model must be a string, got " + detail::shown(j["model"]));
+        if (j["model"].get<std::string>() != model.name)
+            throw ApiError(404, "the model '" + j["model"].get<std::string>() + "' does not exist here (this server serves '" +
+                                    model.name + "')",
+                           "model", "model_not_found");
+    }
+    if (given("n") && detail::integer_at_least(j["n"], "n", 1) != 1)
+        throw detail::invalid("n", "n must be 1 (one choice per request; send more requests for more), got " + detail::shown(j["n"]));
+    for (const char* penalty : {"presence_penalty", "frequency_penalty"})
+        if (given(penalty) && detail::number_in(j[penalty], penalty, -2, 2) != 0)
+            throw detail::invalid(penalty, std::string(penalty) + " is not supported (only 0), got " + detail::shown(j[penalty]));
+    if (given("user") && !j["user"].is_string()) throw detail::invalid("user", "user must be a string, got " + detail::shown(j["user"]));
+
+    CompletionRequest r;
+    r.chat = chat;
+    GenerateOptions& o = r.options;
+    o.sampling.temperature = 1.0f;
+    o.sampling.top_p = 1.0f;
+    o.seed = seed;
+    if (given("temperature")) o.sampling.temperature = static_cast<float>(detail::number_in(j["temperature"], "temperature", 0, 2));
+    if (given("top_p")) o.sampling.top_p = static_cast<float>(detail::number_in(j["top_p"], "top_p", 0, 1, /*lo_open=*/true));
+    if (given("top_k")) o.sampling.top_k = static_cast<int>(std::min<std::int64_t>(detail::integer_at_least(j["top_k"], "top_k", 0), model.vocab_size));
+    if (given("min_p")) o.sampling.min_p = static_cast<float>(detail::number_in(j["min_p"], "min_p", 0, 1));
+    if (given("seed")) {
+        if (!j["seed"].is_number_integer()) throw detail::invalid("seed", "seed must be an integer, got " + detail::shown(j["seed"]));
+        o.seed = j["seed"].is_number_unsigned() ? j["seed"].get<std::uint64_t>()
+                                                : static_cast<std::uint64_t>(j["seed"].get<std::int64_t>());  // two's complement
+    }
+    if (given("stop")) {
+        const json& s = j["stop"];
+        const json list = s.is_string() ? json::array({s}) : s;
+        if (!list.is_array() || list.empty() || list.size() > 4)
+            throw detail::invalid("stop", "stop must be a string or a list of 1 to 4 strings, got " + detail::shown(s));
+        for (const json& x : list) {
+            if (!x.is_string() || x.get<std::string>().empty())
+                throw detail::invalid("stop", "each stop string must be a non-empty string, got " + detail::shown(x));
+            o.stop_strings.push_back(x.get<std::string>());
+        }
+    }
+    if (given("ignore_eos")) o.stop_on_bos = o.stop_on_eos = !detail::boolean(j["ignore_eos"], "ignore_eos");
+    if (given("stream")) r.stream = detail::boolean(j["stream"], "stream");
+    if (given("stream_options")) {
+        const json& so = j["stream_options"];
+        if (!r.stream) throw detail::invalid("stream_options", "stream_options is only allowed with \"stream\": true");
+        if (!so.is_object()) throw detail::invalid("stream_options", "stream_options must be an object, got " + detail::shown(so));
+        for (const auto& [key, value] : so.items()) {
+            if (key != "include_usage")
+                throw ApiError(400, "unknown parameter 'stream_options." + key + "' (only include_usage)", "stream_options." + key,
+                               "unknown_parameter");
+            r.include_usage = detail::boolean(value, "stream_options.include_usage");
+        }
+    }
+
+    // The prompt, as token ids.
+    const std::string prompt_param = chat ? "messages" : "prompt";
+    if (chat) {
+        if (!given("messages")) throw detail::invalid("messages", "messages is required");
+        r.prompt = render_chat(j["messages"]);
+        o.stop_strings.insert(o.stop_strings.begin(), "\n");  // the template's end of turn
+    } else {
+        if (!given("prompt")) throw detail::invalid("prompt", "prompt is required");
+        const json& p = j["prompt"];
+        if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+            r.prompt = p[0].get<std::string>();
+        } else if (p.is_string()) {
+            r.prompt = p.get<std::string>();
+        } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+            for (size_t i = 0; i < p.size(); ++i) {
+                const json& id = p[i];
+                if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= model.vocab_size)
+                    throw detail::invalid("prompt", "prompt[" + std::to_string(i) + "] = " + detail::shown(id) +
+                                                        " is not a token id of this model's vocabulary [0, " +
+                                                        std::to_string(model.vocab_size) + ")");
+                r.prompt_ids.push_back(id.get<int>());
+            }
+        } else {
+            throw detail::invalid("prompt", "prompt must be a string, a list of one string, or a list of token ids, got " +
+                                                detail::shown(p));
+        }
+    }
+    if (r.prompt_ids.empty()) r.prompt_ids = tokenizer.encode(r.prompt, /*add_bos=*/true, /*add_eos=*/false);
+
+    // Room in the context: prompt + generated tokens must fit the positions a request may use.
+    const int n_prompt = static_cast<int>(r.prompt_ids.size());
+    if (n_prompt >= model.context)
+        throw ApiError(400, "the prompt is " + std::to_string(n_prompt) + " tokens, " +
+                                (n_prompt > model.context ? "longer than" : "which fills") + " this model's context of " +
+                                std::to_string(model.context) + " positions (no room to generate)",
+                       prompt_param, "context_length_exceeded");
+    const int room = model.context - n_prompt;
+    const char* max_name = chat && given("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (given("max_tokens") && chat && given("max_completion_tokens"))
+        throw detail::invalid("max_tokens", "give max_tokens or max_completion_tokens, not both");
+    if (given(max_name)) {
+        const std::int64_t max_tokens = detail::integer_at_least(j[max_name], max_name, 1);
+        if (max_tokens > room)
+            throw ApiError(400, std::string(max_name) + " " + detail::shown(j[max_name]) + " plus the prompt's " +
+                                    std::to_string(n_prompt) + " tokens is more than this model's context of " +
+                                    std::to_string(model.context) + " positions (at most " + std::to_string(room) + " here)",
+                           max_name, "context_length_exceeded");
+        o.max_new_tokens = static_cast<int>(max_tokens);
+    } else {
+        o.max_new_tokens = chat ? room : std::min(16, room);
+    }
+    validate(o.sampling);  // cannot fail after the checks above; a guard against a missed one
+    return r;
+}
+
+/// OpenAI's finish_reason for why generation stopped.
+inline const char* finish_reason(StopReason r) {
+    switch (r) {
+        case StopReason::length:
+        case StopReason::context_full: return "length";
+        case StopReason::bos:
+        case StopReason::eos:
+        case StopReason::stop_string: return "stop";
+        case StopReason::cancelled: return "cancelled";  // never answered as a completion: see the server
+    }
+    return "stop";
+}
+
+inline json usage(const RequestResult& r) {
+    const int prompt = static_cast<int>(r.prompt_ids.size());
+    const int completion = static_cast<int>(r.generated_ids.size());
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion},
+            {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+}
+
+/// The fields every response object and chunk of one request share.
+struct ResponseHeader {
+    std::string id;        ///< "cmpl-N" or "chatcmpl-N"
+    std::int64_t created;  ///< Unix time
+    std::string model;
+};
+
+/// The whole answer of a request that is not streamed.
+inline json completion_response(const CompletionRequest& req, const ResponseHeader& h, const RequestResult& r) {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r.stop_reason)}};
+    if (req.chat) choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    else choice["text"] = r.text;
+    return {{"id", h.id},
+            {"object", req.chat ? "chat.completion" : "text_completion"},
+            {"created", h.created},
+            {"model", h.model},
+            {"choices", json::array({choice})},
+            {"usage", usage(r)}};
+}
+
+/// One chunk of a stream: new text, or (finish != nullptr) the last one with the finish_reason.
+/// A chat's first chunk (`first`) carries the role.
+inline json stream_chunk(const CompletionRequest& req, const ResponseHeader& h, const std::string& text,
+                         const char* finish = nullptr, bool first = false) {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+    if (req.chat) {
+        json delta = json::object();
+        if (first) delta = {{"role", "assistant"}, {"content", ""}};
+        else if (!finish) delta["content"] = text;
+        choice["delta"] = delta;
+    } else {
+        choice["text"] = text;
+    }
+    json chunk = {{"id", h.id},
+                  {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", h.created},
+                  {"model", h.model},
+                  {"choices", json::array({choice})}};
+    if (req.include_usage) chunk["usage"] = nullptr;
+    return chunk;
+}
+
+/// The chunk after the last one when stream_options.include_usage: no choices, the usage.
+inline json usage_chunk(const CompletionRequest& req, const ResponseHeader& h, const RequestResult& r) {
+    return {{"id", h.id},
+            {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", h.created},
+            {"model", h.model},
+            {"choices", json::array()},
+            {"usage", usage(r)}};
+}
+
+/// One server-sent event: `data: JSON`, then a blank line.
+inline std::string sse(const json& j) { return "data: " + to_text(j) + "\n\n"; }
+/// The event that ends a stream.
+inline const char* const kSseDone = "data: [DONE]\n\n";
+
+/// GET /v1/models/NAME's object; GET /v1/models lists it.
+inline json model_object(const ServedModel& m) {
+    return {{"id", m.name}, {"object", "model"}, {"created", m.created}, {"owned_by", "glass"}, {"max_model_len", m.context}};
+}
+inline json model_list(const ServedModel& m) { return {{"object", "list"}, {"data", json::array({model_object(m)})}}; }
+
+}  // namespace glass::serve::openai

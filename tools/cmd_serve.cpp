@@ -1,0 +1,398 @@
+// glass serve — an OpenAI-compatible HTTP server on the batching engine.
+//
+//   glass serve [-m MODEL] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]
+//               [--backend fast|reference] [--threads N] [--max-queue N] [--block-size B]
+//               [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]
+//
+// The JSON of the API (requests, responses, stream chunks, errors, the chat template) is in
+// include/glass/serve/openai_api.hpp; the engine's thread and the mailboxes to it in
+// include/glass/serve/engine_thread.hpp. This file is the HTTP glue between them:
+//
+//   threads    cpp-httplib runs each connection on a thread of its pool. A completion handler
+//              parses the body (openai_api.hpp), submits a Ticket to the engine thread, then
+//              waits on the ticket: for the whole result (a plain response), or piece by piece,
+//              writing each piece as a server-sent event (stream: true). The one engine thread
+//              steps the engine for all of them, so concurrent requests share forward passes.
+//   cancel     a streaming client that disconnects makes the next write fail; the response's
+//              releaser then cancels the ticket, and the engine frees the request's blocks.
+//   shutdown   SIGINT/SIGTERM: new requests get 503; those in flight may finish for
+//              --shutdown-timeout seconds (default 10), then are cancelled (a stream gets an
+//              error event); then the listener closes and glass exits 0. A second signal
+//              cancels at once.
+//   log        one line per request on stderr: id, route, status, tokens, TTFT/TPOT, free KV blocks.
+//
+// HTTP library: cpp-httplib (Debian's libcpp-httplib-dev, found with pkg-config): well kept, in
+// Debian, small and readable (one header; Debian builds its definitions into a shared library),
+// a thread per connection (so a handler may simply wait for its tokens), and chunked responses
+// through content providers that report a client that went away (server-sent events).
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "cli.hpp"
+#include "glass/glass.hpp"
+#include "glass/serve/engine_thread.hpp"
+#include "glass/serve/openai_api.hpp"
+
+// After glass's headers: httplib.h brings <resolv.h>, whose macro `_res` would rewrite a
+// parameter name inside Eigen's headers.
+#include <httplib.h>
+
+namespace cli {
+
+namespace {
+
+namespace openai = glass::serve::openai;
+using glass::serve::Ticket;
+using Ms = std::chrono::milliseconds;
+
+constexpr size_t kMaxBodyBytes = size_t{1} << 20;  // 1 MiB: far more than any prompt that fits a context
+
+// What every handler shares.
+struct Shared {
+    openai::ServedModel model;
+    const glass::Tokenizer& tokenizer;
+    glass::serve::EngineThread& engine;
+    std::string api_key;
+    std::uint64_t seed_base;                   // seeds of requests that give none
+    std::atomic<std::uint64_t> next_number{1};  // numbers the responses: cmpl-1, chatcmpl-2, ...
+    std::atomic<int> open_responses{0};         // submitted, last byte not yet written
+};
+
+// Counts one response as open from before it is submitted until its last byte is written
+// (held by the handler, or by the streaming callbacks, which httplib destroys last).
+struct OpenResponse {
+    explicit OpenResponse(Shared& s) : s(s) { ++s.open_responses; }
+    ~OpenResponse() { --s.open_responses; }
+    Shared& s;
+};
+
+void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
+    res.status = status;
+    res.set_content(openai::to_text(body), "application/json");
+}
+
+void log_line(const std::string& line) { std::fprintf(stderr, "glass serve: %s\n", line.c_str()); }
+
+void send_error(httplib::Response& res, const httplib::Request& req, const openai::ApiError& e) {
+    send_json(res, e.status, openai::error_body(e));
+    if (e.status == 503) res.set_header("Retry-After", "1");
+    log_line(req.method + " " + req.path + " " + std::to_string(e.status) + " " + e.code + ": " + e.what());
+}
+
+// With --api-key, every /v1 route wants "Authorization: Bearer KEY" (compared in constant time).
+bool authorized(const Shared& s, const httplib::Request& req, httplib::Response& res) {
+    if (s.api_key.empty()) return true;
+    const std::string got = req.get_header_value("Authorization");
+    const std::string want = "Bearer " + s.api_key;
+    unsigned diff = got.size() == want.size() ? 0u : 1u;
+    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) diff |= static_cast<unsigned>(got[i] ^ want[i]);
+    if (diff == 0) return true;
+    send_error(res, req,
+               openai::ApiError(401,
+                                got.empty() ? "no API key: send the header 'Authorization: Bearer KEY' (the server's --api-key)"
+                                            : "incorrect API key in the Authorization header",
+                                "", "invalid_api_key"));
+    return false;
+}
+
+std::string describe(const Ticket& t) {
+    const glass::serve::RequestResult& r = t.result;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%zu prompt tokens (%d cached), %zu generated | TTFT %.2f ms, TPOT %.3f ms | KV blocks free %d/%d",
+                  r.prompt_ids.size(), r.cached_tokens, r.generated_ids.size(), r.metrics.ttft_ms, r.metrics.tpot_ms,
+                  t.free_blocks, t.num_blocks);
+    return buf;
+}
+
+// A finished ticket that cannot be answered as a completion: why, as an API error.
+std::optional<openai::ApiError> failure_of(const Ticket& t) {
+    if (t.cancelled_by_shutdown)
+        return openai::ApiError(503, "the server is shutting down; the request was cancelled after " +
+                                         std::to_string(t.result.generated_ids.size()) + " tokens",
+                                "", "shutting_down", "server_error");
+    if (!t.error.empty()) return openai::ApiError(500, t.error, "", "engine_error", "server_error");
+    if (t.result.stop_reason == glass::StopReason::cancelled)
+        return openai::ApiError(500, "the request was cancelled", "", "cancelled", "server_error");
+    return std::nullopt;
+}
+
+// POST /v1/completions and POST /v1/chat/completions.
+void handle_completion(Shared& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+    const glass::serve::Clock::time_point arrival = glass::serve::Clock::now();
+    if (!authorized(s, req, res)) return;
+    const std::uint64_t number = s.next_number++;
+    openai::CompletionRequest cr;
+    try {
+        cr = openai::parse_request(req.body, chat, s.model, s.tokenizer, s.seed_base + number * 0x9E3779B97F4A7C15ull);
+    } catch (const openai::ApiError& e) {
+        send_error(res, req, e);
+        return;
+    }
+
+    auto open = std::make_shared<OpenResponse>(s);
+    auto ticket = std::make_shared<Ticket>();
+    ticket->prompt_ids = cr.prompt_ids;
+    ticket->options = cr.options;
+    ticket->arrival = arrival;
+    switch (s.engine.submit(ticket)) {
+        case glass::serve::Admission::accepted: break;
+        case glass::serve::Admission::queue_full:
+            send_error(res, req,
+                       openai::ApiError(503, "the server is full: " + std::to_string(s.engine.max_in_flight()) +
+                                                 " requests in flight (its --max-queue); retry later",
+                                        "", "queue_full", "server_error"));
+            return;
+        case glass::serve::Admission::shutting_down:
+            send_error(res, req, openai::ApiError(503, "the server is shutting down", "", "shutting_down", "server_error"));
+            return;
+    }
+    const openai::ResponseHeader header{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(number),
+                                        static_cast<std::int64_t>(std::time(nullptr)), s.model.name};
+    const std::string route = req.method + " " + req.path;
+
+    if (!cr.stream) {
+        while (!ticket->wait_finished(Ms(1000))) {}  // the text comes whole in the result
+        if (const auto e = failure_of(*ticket)) {
+            send_error(res, req, *e);
+            return;
+        }
+        send_json(res, 200, openai::completion_response(cr, header, ticket->result));
+        log_line(header.id + " " + route + " 200 | " + describe(*ticket) + " | finish " +
+                 openai::finish_reason(ticket->result.stop_reason));
+        return;
+    }
+
+    // Streaming: httplib calls the provider again and again until it calls sink.done(); each
+    // call waits up to 100 ms for new text and writes what came as events.
+    struct StreamState {
+        bool started = false;
+        bool complete = false;  // the last event was written
+    };
+    auto state = std::make_shared<StreamState>();
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [cr, header, ticket, state](size_t, httplib::DataSink& sink) {
+            std::string out;
+            bool finished = false;
+            if (!state->started) {  // a chat stream opens with the role, at once
+                state->started = true;
+                if (cr.chat) out = openai::sse(openai::stream_chunk(cr, header, "", nullptr, /*first=*/true));
+            }
+            if (out.empty()) {
+                std::string text;
+                finished = ticket->wait(text, Ms(100));
+                if (!text.empty()) out += openai::sse(openai::stream_chunk(cr, header, text));
+                if (finished) {
+                    if (const auto e = failure_of(*ticket)) {
+                        out += openai::sse(openai::error_body(*e));
+                    } else {
+                        out += openai::sse(openai::stream_chunk(cr, header, "", openai::finish_reason(ticket->result.stop_reason)));
+                        if (cr.include_usage) out += openai::sse(openai::usage_chunk(cr, header, ticket->result));
+                    }
+                    out += openai::kSseDone;
+                }
+            }
+            if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // the client is gone
+            if (finished) {
+                state->complete = true;
+                sink.done();
+            }
+            return true;
+        },
+        [&s, ticket, state, open, header, route](bool) {
+            if (state->complete) {
+                log_line(header.id + " " + route + " 200 stream | " + describe(*ticket) + " | finish " +
+                         (failure_of(*ticket) ? "error" : openai::finish_reason(ticket->result.stop_reason)));
+                return;
+            }
+            // The stream ended early: the client left (or the listener closed). Free the blocks now.
+            s.engine.cancel(ticket);
+            const bool finished = ticket->wait_finished(Ms(2000));
+            log_line(header.id + " " + route + " cancelled (client disconnected)" +
+                     (finished ? " | " + describe(*ticket) : std::string(" | not finished yet")));
+        });
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+    // SIGINT and SIGTERM go to one thread that waits for them (below): block them before any
+    // other thread exists (the engine's, the fast backend's pool, httplib's), which inherit this.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not the end of the server
+
+    Flags flags("serve", {{"-m", true}, {"-t", true}, {"--host", true}, {"--port", true}, {"--api-key", true},
+                          {"--backend", true}, {"--threads", true}, {"--max-queue", true}, {"--block-size", true},
+                          {"--budget", true}, {"--no-prefix-cache", false}, {"--no-chunked-prefill", false},
+                          {"--shutdown-timeout", true}});
+    flags.parse(argc, argv, 2);
+    if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
+    const std::string host = flags.get("--host", "127.0.0.1");
+    const int port = flags.number<int>("--port").value_or(8000);
+    if (port < 0 || port > 65535) throw UsageError("--port must be in [0, 65535] (0 = any free port), got " + std::to_string(port));
+    const std::string backend_name = flags.get("--backend", "fast");
+    if (backend_name != "fast" && backend_name != "reference")
+        throw UsageError("--backend must be fast or reference, got '" + backend_name + "'");
+    if (backend_name == "reference" && flags.has("--threads")) throw UsageError("--threads applies to --backend fast");
+    const int threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    if (threads < 1 || threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(threads));
+    const int max_queue = flags.number<int>("--max-queue").value_or(64);
+    if (max_queue < 1 || max_queue > 4096) throw UsageError("--max-queue must be in [1, 4096], got " + std::to_string(max_queue));
+    const double shutdown_s = flags.number<double>("--shutdown-timeout").value_or(10.0);
+    if (!(shutdown_s >= 0 && shutdown_s <= 3600))
+        throw UsageError("--shutdown-timeout must be in [0, 3600] seconds, got " + flags.get("--shutdown-timeout", ""));
+    glass::serve::EngineOptions eo;
+    eo.block_size = flags.number<int>("--block-size").value_or(16);
+    eo.scheduler.max_tokens_per_step = flags.number<int>("--budget").value_or(256);
+    eo.prefix_caching = !flags.has("--no-prefix-cache");
+    eo.scheduler.chunked_prefill = !flags.has("--no-chunked-prefill");
+    if (eo.block_size < 1) throw UsageError("--block-size must be >= 1, got " + std::to_string(eo.block_size));
+    if (eo.scheduler.max_tokens_per_step < 1)
+        throw UsageError("--budget must be >= 1, got " + std::to_string(eo.scheduler.max_tokens_per_step));
+
+    const std::string model_path = flags.get("-m", kDefaultModel);
+    const glass::Model model = glass::load_llama2c_checkpoint(model_path);
+    const auto tok = glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer), model.config.vocab_size);
+    std::unique_ptr<glass::serve::PagedBackend> backend;
+    if (backend_name == "reference") {
+        backend = std::make_unique<glass::serve::CpuPagedBackend>(model);
+    } else {
+        glass::fast::FastOptions fo;
+        fo.threads = threads;
+        backend = std::make_unique<glass::fast::FastPagedBackend>(model, fo);
+    }
+    glass::serve::EngineThread engine(*backend, tok, eo, max_queue);
+
+    Shared s{{std::filesystem::path(model_path).stem().string(), engine.request_positions(), model.config.vocab_size,
+              static_cast<std::int64_t>(std::time(nullptr))},
+             tok,
+             engine,
+             flags.get("--api-key", ""),
+             static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count())};
+
+    httplib::Server svr;
+    // Every request in flight holds its connection's thread while it waits or streams: room for
+    // --max-queue of them, plus a few for /health, /v1/models and refusals.
+    const size_t http_threads = static_cast<size_t>(max_queue) + 8;
+    svr.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
+    svr.set_payload_max_length(kMaxBodyBytes);
+    // SO_REUSEADDR only (a restart may bind while old connections linger), not httplib's default
+    // SO_REUSEPORT too: with it a second server on the same port would start and share the traffic.
+    svr.set_socket_options([](socket_t sock) {
+        const int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    svr.set_keep_alive_timeout(2);  // an idle keep-alive connection holds a thread (and delays shutdown) this long
+
+    svr.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) { handle_completion(s, req, res, false); });
+    svr.Post("/v1/chat/completions",
+             [&](const httplib::Request& req, httplib::Response& res) { handle_completion(s, req, res, true); });
+    svr.Get("/v1/models", [&](const httplib::Request& req, httplib::Response& res) {
+        if (authorized(s, req, res)) send_json(res, 200, openai::model_list(s.model));
+    });
+    svr.Get("/v1/models/(.+)", [&](const httplib::Request& req, httplib::Response& res) {
+        if (!authorized(s, req, res)) return;
+        const std::string name = req.matches[1];
+        if (name == s.model.name) send_json(res, 200, openai::model_object(s.model));
+        else send_error(res, req, openai::ApiError(404, "the model '" + name + "' does not exist here (this server serves '" +
+                                                            s.model.name + "')", "model", "model_not_found"));
+    });
+    svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+        if (engine.draining()) send_json(res, 503, {{"status", "shutting down"}});
+        else send_json(res, 200, {{"status", "ok"}});
+    });
+    // Statuses httplib sets itself (404 no route, 413 body too large, ...) get an OpenAI body too.
+    svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
+        if (res.status == 404)
+            send_error(res, req, openai::ApiError(404, "no route " + req.method + " " + req.path +
+                                                           " (routes: POST /v1/completions, POST /v1/chat/completions, "
+                                                           "GET /v1/models, GET /health)",
+                                                  "", "not_found"));
+        else if (res.status == 413)
+            send_error(res, req, openai::ApiError(413, "the request body of " + req.get_header_value("Content-Length") +
+                                                           " bytes is larger than this server's limit of " +
+                                                           std::to_string(kMaxBodyBytes) + " bytes",
+                                                  "", "request_too_large"));
+        else
+            send_error(res, req, openai::ApiError(res.status, "HTTP status " + std::to_string(res.status), "", "",
+                                                  res.status >= 500 ? "server_error" : "invalid_request_error"));
+        return httplib::Server::HandlerResponse::Handled;
+    }));
+    svr.set_exception_handler([&](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+        }
+        send_error(res, req, openai::ApiError(500, what, "", "internal_error", "server_error"));
+    });
+
+    const int bound = port == 0 ? svr.bind_to_any_port(host) : (svr.bind_to_port(host, port) ? port : -1);
+    if (bound < 0) glass::fail("cannot listen on ", host, ":", port, " (address in use, or not an address of this machine?)");
+    std::fprintf(stderr,
+                 "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d | "
+                 "prefix cache %s, chunked prefill %s, budget %d | max queue %d\n",
+                 s.model.name.c_str(), model.config.dim, model.config.n_layers, model.config.vocab_size, model.config.seq_len,
+                 backend_name.c_str(), backend_name == "fast" ? (", " + std::to_string(threads) + " threads").c_str() : "",
+                 engine.num_blocks(), eo.block_size, eo.prefix_caching ? "on" : "off",
+                 eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue);
+    std::printf("listening on http://%s:%d\n", host.c_str(), bound);
+    std::fflush(stdout);
+
+    // The signal thread: the first signal drains (new requests get 503, the ones in flight get
+    // the grace period), then closes the listener once every response is written; a second
+    // signal cancels what is left at once.
+    std::atomic<bool> server_ended{false};
+    std::thread signals([&] {
+        bool draining = false;
+        glass::serve::Clock::time_point give_up{};
+        while (!server_ended) {
+            const timespec tick{0, 100'000'000};  // 100 ms
+            const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+            if (sig > 0 && !draining) {
+                draining = true;
+                const Ms grace(static_cast<long long>(shutdown_s * 1000));
+                give_up = glass::serve::Clock::now() + grace + Ms(5000);
+                char line[160];
+                std::snprintf(line, sizeof line, "%s: shutting down; %d requests in flight may finish within %g s",
+                              sig == SIGINT ? "SIGINT" : "SIGTERM", s.open_responses.load(), shutdown_s);
+                log_line(line);
+                engine.drain(grace);
+            } else if (sig > 0) {
+                log_line("second signal: cancelling the requests in flight");
+                engine.drain(Ms(0));
+            }
+            if (draining && (s.open_responses == 0 || glass::serve::Clock::now() > give_up)) {
+                svr.stop();
+                return;
+            }
+        }
+    });
+    const bool listened = svr.listen_after_bind();  // returns after stop(), once every connection thread is done
+    server_ended = true;
+    signals.join();
+    engine.stop();
+    if (!listened) glass::fail("the HTTP server on ", host, ":", bound, " stopped with an error");
+    log_line("stopped | KV blocks free " + std::to_string(engine.free_blocks()) + "/" + std::to_string(engine.num_blocks()));
+    return 0;
+}
+
+}  // namespace cli
