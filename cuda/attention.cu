@@ -101,25 +101,19 @@ __global__ void attention_decode_kernel(const float* q, const float* keys, const
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_head[d] = q[std::int64_t{h} * head_dim + d];
     __syncthreads();
 
-    // 1. scores for every cached key, and their maximum.
+    // 1. scores for every cached key, and the largest this thread wrote.
     float* s = scores + std::int64_t{h} * n_k;
-    float max_value = -INFINITY;
+    float thread_max = -INFINITY;
     for (int j = threadIdx.x; j < n_k; j += blockDim.x) {
         const float* k_row = keys + std::int64_t{j} * kv_stride + std::int64_t{g} * head_dim;
         float dot = 0.0f;
         for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
         s[j] = dot * scale;
-        max_value = fmaxf(max_value, s[j]);
+        thread_max = fmaxf(thread_max, s[j]);
     }
-    max_value = block_max(max_value, partials);  // its barrier also publishes s[] to the block
 
-    // 2. exponentials and their sum.
-    float sum = 0.0f;
-    for (int j = threadIdx.x; j < n_k; j += blockDim.x) {
-        s[j] = expf(s[j] - max_value);
-        sum += s[j];
-    }
-    sum = block_sum(sum, partials);  // barrier: every s[j] is now written
+    // 2. exponentials and their sum (common.cuh); its last barrier publishes every s[j].
+    const float sum = block_exp_sum(s, n_k, thread_max, partials);
 
     // 3. weighted sum of values: thread d owns output number d (loop if head_dim > threads).
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {

@@ -1,6 +1,7 @@
 /// \file
 /// \brief cuda/common.cuh — what every .cu file shares: checked CUDA calls and launches,
-/// bounds-checked indexing helpers, weight loads for fp32/fp16/bf16, and block-wide reductions.
+/// bounds-checked indexing helpers, weight loads for fp32/fp16/bf16, block-wide reductions and
+/// the softmax step the attention kernels share.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -73,6 +74,23 @@ __device__ __forceinline__ float block_max(float v, float* shared) {
     for (int w = 0; w < n_warps; ++w) best = fmaxf(best, shared[w]);
     __syncthreads();
     return best;
+}
+
+// ---- Attention's softmax, one block per row of scores -------------------------------------------
+// The part every attention kernel shares once its threads have computed their scores s[j] (each
+// thread its own j = threadIdx.x, + blockDim.x, ...; how they found the keys is the kernel's own
+// business) and `thread_max`, the largest score each thread wrote: s[j] becomes exp(s[j] − max) in
+// place for j < n (same split of j, so each thread reads what it wrote) and every thread gets back
+// their sum; dividing by it is left to the weighted sum of values. Ends with a barrier, so every
+// s[j] is then visible to the whole block. `shared` holds 32 floats.
+__device__ __forceinline__ float block_exp_sum(float* s, int n, float thread_max, float* shared) {
+    const float max_value = block_max(thread_max, shared);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        s[j] = expf(s[j] - max_value);
+        sum += s[j];
+    }
+    return block_sum(sum, shared);
 }
 
 }  // namespace glass::cuda

@@ -27,7 +27,7 @@
 #include <cmath>
 
 #include "glass/checkpoint.hpp"
-#include "glass_cuda.hpp"
+#include "paged.hpp"
 
 namespace glass::cuda {
 

@@ -3,7 +3,7 @@
 /// their slots, attention read through block tables (the CUDA twin of the pool and the attention
 /// of glass/serve/paged_transformer.hpp).
 /// ```text
-/// A step's rows come from several requests, each at its own positions (PagedRows, glass_cuda.hpp):
+/// A step's rows come from several requests, each at its own positions (PagedRows, paged.hpp):
 ///   q        [n_rows, n_heads * head_dim]   rotated; row r at position pos(r) of its request
 ///   k, v     [n_rows, kv_dim]               the rows' own keys and values
 ///   pool     keys, values [num_blocks · block_size, kv_dim]   (one layer)
@@ -30,6 +30,7 @@
 /// tail adds exact zeros to the sums and leaves the maximum alone, so the width changes nothing.
 /// ```
 #include "common.cuh"
+#include "paged.hpp"
 
 namespace glass::cuda {
 
@@ -147,26 +148,20 @@ __global__ void paged_attention_kernel(const float* q, const float* pool_keys, c
         q_head[d] = q[(std::int64_t{r} * n_heads + h) * head_dim + d];
     __syncthreads();
 
-    // 1. a score for every key, and their maximum. Key j is offset j % block_size of block
-    //    table[j / block_size].
+    // 1. a score for every key, and the largest this thread wrote. Key j is offset j % block_size
+    //    of block table[j / block_size].
     float* s = scores + std::int64_t{blockIdx.x} * rows.max_keys;
-    float max_value = -INFINITY;
+    float thread_max = -INFINITY;
     for (int j = threadIdx.x; j < n_k; j += blockDim.x) {
         const float* k_row = pool_keys + pool_row_of(table, block_size, j) * kv_stride + std::int64_t{g} * head_dim;
         float dot = 0.0f;
         for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
         s[j] = dot * scale;
-        max_value = fmaxf(max_value, s[j]);
+        thread_max = fmaxf(thread_max, s[j]);
     }
-    max_value = block_max(max_value, partials);  // its barrier also publishes s[] to the block
 
-    // 2. exponentials and their sum.
-    float sum = 0.0f;
-    for (int j = threadIdx.x; j < n_k; j += blockDim.x) {
-        s[j] = expf(s[j] - max_value);
-        sum += s[j];
-    }
-    sum = block_sum(sum, partials);  // barrier: every s[j] is now written
+    // 2. exponentials and their sum (common.cuh); its last barrier publishes every s[j].
+    const float sum = block_exp_sum(s, n_k, thread_max, partials);
 
     // 3. weighted sum of values, walking the table block by block: thread d owns output number d.
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {

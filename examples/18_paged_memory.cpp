@@ -147,21 +147,12 @@ static PagedRun run_paged(glass::serve::PagedBackend& backend, const glass::Toke
     return run;
 }
 
-// A round step for about `ticks` intervals up to `max`: 1, 2 or 5 times a power of ten.
-static double nice_step(double max, int ticks) {
-    const double raw = max / ticks;
-    const double power = std::pow(10.0, std::floor(std::log10(raw)));
-    for (const double m : {1.0, 2.0, 5.0})
-        if (m * power >= raw) return m * power;
-    return 10 * power;
-}
-
 static void draw_chart(const PagedRun& run, std::int64_t bytes_per_token, int context, std::int64_t budget_bytes,
                        const std::string& path) {
     double max_bytes = static_cast<double>(budget_bytes);
     for (const StepMemory& s : run.steps)
         max_bytes = std::max(max_bytes, static_cast<double>(s.running) * context * static_cast<double>(bytes_per_token));
-    const double mb_step = nice_step(max_bytes / 1e6, 6);
+    const double mb_step = svg::nice_step(max_bytes / 1e6, 6);
     max_bytes = std::ceil(max_bytes / 1e6 / mb_step) * mb_step * 1e6;  // the axis ends on a tick
     const double left = 80, right = 700, top = 50, bottom = 390;  // plot area in pixels
     const double n_steps = static_cast<double>(run.steps.size());
@@ -182,7 +173,7 @@ static void draw_chart(const PagedRun& run, std::int64_t bytes_per_token, int co
         s.line(left - 5, py(mb * 1e6), right, py(mb * 1e6), "stroke:#ddd");
         s.text(left - 10, py(mb * 1e6) + 4, label, "end");
     }
-    const double step_step = nice_step(n_steps, 6);
+    const double step_step = svg::nice_step(n_steps, 6);
     for (double step = 0; step <= n_steps + 1e-9; step += step_step) {
         s.line(px(step), bottom, px(step), bottom + 5, "stroke:black");
         s.text(px(step), bottom + 20, std::to_string(static_cast<int>(step)), "middle");

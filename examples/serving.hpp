@@ -78,15 +78,6 @@ inline void warm_up(glass::serve::PagedBackend& backend, const glass::Tokenizer&
 // "held" or "missed": one word, whichever it is.
 inline const char* verdict(bool held) { return held ? "held" : "missed"; }
 
-// A round step for about `ticks` intervals up to `max`: 1, 2 or 5 times a power of ten.
-inline double nice_step(double max, int ticks) {
-    const double raw = max / ticks;
-    const double power = std::pow(10.0, std::floor(std::log10(raw)));
-    for (const double m : {1.0, 2.0, 5.0})
-        if (m * power >= raw) return m * power;
-    return 10 * power;
-}
-
 // Bars in groups along x (one group per turn, batch size, ...), one bar per series in each group,
 // heights on a linear axis from 0. Each bar carries data-group, data-series and data-value; the
 // root carries the plot area and the value at its top (data-max), so a reader of the file can
@@ -106,7 +97,7 @@ inline void draw(const BarChart& chart, const std::string& path) {
     for (const std::vector<double>& g : chart.values)
         for (double v : g) max_value = std::max(max_value, v);
     if (!(max_value > 0)) max_value = 1;
-    const double step = nice_step(max_value * 1.05, 6);
+    const double step = svg::nice_step(max_value * 1.05, 6);
     max_value = std::ceil(max_value * 1.05 / step) * step;  // the axis ends on a tick
     const double left = 80, right = 700, top = 70, bottom = 390;  // plot area in pixels
     const auto py = [&](double v) { return bottom - (bottom - top) * v / max_value; };

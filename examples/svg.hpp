@@ -1,10 +1,11 @@
-// examples/svg.hpp — the few SVG pieces the figure-drawing examples (12, 13) need.
+// examples/svg.hpp — the few SVG pieces the figure-drawing examples (12, 13, 17-20) need.
 //
 // Not part of the journey: just enough to turn numbers into a picture you can open in any
 // browser. An Svg collects elements as text and writes one self-contained file (no scripts, no
 // fonts to fetch). Coordinates are SVG's: x grows to the right, y grows DOWN from the top.
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -30,6 +31,16 @@ inline std::string escape(const std::string& s) {
         }
     }
     return out;
+}
+
+// A round step for about `ticks` intervals up to `max`: 1, 2 or 5 times a power of ten (an axis's
+// tick spacing).
+inline double nice_step(double max, int ticks) {
+    const double raw = max / ticks;
+    const double power = std::pow(10.0, std::floor(std::log10(raw)));
+    for (const double m : {1.0, 2.0, 5.0})
+        if (m * power >= raw) return m * power;
+    return 10 * power;
 }
 
 inline std::string num(double v) {

@@ -209,4 +209,29 @@ inline WorkloadStats check_workload_against_alone(glass::serve::PagedBackend& ba
     return stats;
 }
 
+// The grid of randomized workloads the engine tests of the CPU backends run, each checked as
+// above: block sizes 1, 16 and odd (5) x budgets of 7, 64 and 512 tokens per step (the small ones
+// force chunked prefill) x a pool of 120 positions (forces preemption: one request needs at most
+// 48 + 12 + 24 = 84) or 1024 x prefix caching on and off; chunked prefill on, but off for the
+// 512-token budget's odd seeds; 36 workloads, seeds first_seed, first_seed + 1, ... Then checks that between them they preempted, chunked, hit the prefix cache
+// and batched 4 requests. Returns what they showed, summed.
+inline WorkloadStats check_workload_grid(glass::serve::PagedBackend& backend, glass::serve::PagedBackend& alone,
+                                         const glass::Tokenizer& tok, unsigned first_seed) {
+    const glass::ModelConfig& c = backend.config();
+    WorkloadStats total;
+    unsigned seed = first_seed;
+    for (const int block : {1, 16, 5})
+        for (const int budget : {7, 64, 512})
+            for (const bool small_pool : {true, false})
+                for (const bool prefix : {true, false}) {
+                    const int pool_positions = small_pool ? 120 : 1024;
+                    const int num_blocks = (pool_positions + block - 1) / block;
+                    const bool chunked = budget != 512 || seed % 2 == 0;
+                    const Workload w = random_workload(seed++, c, block, budget, num_blocks, prefix, chunked);
+                    total.add(check_workload_against_alone(backend, alone, tok, w));
+                }
+    check_exercised(total, 4);  // the workloads did what they are meant to
+    return total;
+}
+
 }  // namespace test

@@ -377,7 +377,7 @@ TEST_CASE("cli: tokenize needs exactly one TEXT") {
 
 namespace {
 
-const std::vector<std::string> kCommands = {"generate", "chat", "tokenize", "explain", "bench", "random-model"};
+const std::vector<std::string> kCommands = {"generate", "chat", "tokenize", "explain", "bench", "random-model", "loadgen"};
 
 // Every flag a usage text (or a README command line) mentions: "-x" or "--word" after a space or
 // an opening bracket, parenthesis or bar.

@@ -26,21 +26,7 @@ glass::GenerateOptions greedy(int max_new) {
 TEST_CASE("randomized workloads: each request's tokens equal the request run alone (CPU reference)") {
     const glass::Model& m = test::shipped();
     CpuPagedBackend backend(m), alone(m);
-    test::WorkloadStats total;
-    unsigned seed = 1;
-    // block size x budget x pool: block sizes 1, 16 and odd; budgets that force chunking; pools
-    // that force preemption (the biggest request needs at most 48 + 12 + 24 = 84 positions).
-    for (const int block : {1, 16, 5})
-        for (const int budget : {7, 64, 512})
-            for (const bool small_pool : {true, false})
-                for (const bool prefix : {true, false}) {
-                    const int pool_positions = small_pool ? 120 : 1024;
-                    const int blocks = (pool_positions + block - 1) / block;
-                    const bool chunked = budget != 512 || seed % 2 == 0;
-                    const test::Workload w = test::random_workload(seed++, m.config, block, budget, blocks, prefix, chunked);
-                    total.add(test::check_workload_against_alone(backend, alone, test::shipped_tok(), w));
-                }
-    test::check_exercised(total, 4);  // the workloads did what they are meant to
+    test::check_workload_grid(backend, alone, test::shipped_tok(), /*first_seed=*/1);
 }
 
 TEST_CASE("all 36 greedy goldens and the seeded sampling goldens of llama2.c, batched in one engine") {

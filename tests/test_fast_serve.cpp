@@ -188,22 +188,8 @@ TEST_CASE("randomized workloads on the fast backend: each request's tokens equal
         INFO(name_of(cfg));
         FastPagedBackend backend(m, {cfg.threads, cfg.weights, cfg.portable, 512});
         FastPagedBackend alone(m, {cfg.threads, cfg.weights, cfg.portable, 512});
-        test::WorkloadStats total;
-        unsigned seed = 100;
-        // As the reference's test (test_engine.cpp): block sizes 1, 16 and odd; budgets that
-        // force chunking; pools that force preemption (a request needs at most 84 positions).
-        for (const int block : {1, 16, 5})
-            for (const int budget : {7, 64, 512})
-                for (const bool small_pool : {true, false})
-                    for (const bool prefix : {true, false}) {
-                        const int pool_positions = small_pool ? 120 : 1024;
-                        const int num_blocks = (pool_positions + block - 1) / block;
-                        const bool chunked = budget != 512 || seed % 2 == 0;
-                        const test::Workload w =
-                            test::random_workload(seed++, m.config, block, budget, num_blocks, prefix, chunked);
-                        total.add(test::check_workload_against_alone(backend, alone, test::shipped_tok(), w));
-                    }
-        test::check_exercised(total, 4);  // the workloads did what they are meant to
+        // The reference's grid (test_engine.cpp), other seeds.
+        test::check_workload_grid(backend, alone, test::shipped_tok(), /*first_seed=*/100);
     }
 }
 

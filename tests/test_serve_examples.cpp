@@ -1,8 +1,9 @@
-// The serving examples (15_block_manager, 16_scheduler, 18_paged_memory): run each one and check
-// what it prints against what this file works out on its own — the block manager's rules applied
-// by hand (LRU free list, last-first release, chained xxHash hashes), the same engine driven
-// again here with the same inputs, each request generated alone with the plain CpuSession, and
-// C17's arithmetic redone from the workload's lengths. Never the output against itself.
+// The serving examples (15_block_manager, 16_scheduler, 18_paged_memory, 21_http_server): run
+// each one and check what it prints against what this file works out on its own — the block
+// manager's rules applied by hand (LRU free list, last-first release, chained xxHash hashes), the
+// same engine driven again here with the same inputs, each request generated alone with the plain
+// CpuSession, C17's arithmetic redone from the workload's lengths, and a chat's prefix-cache hit
+// worked out from its tokens. Never the output against itself.
 #include <unistd.h>
 
 #include <algorithm>
@@ -735,6 +736,106 @@ TEST_CASE("example 18_paged_memory: arguments change the workload; bad ones are 
              {"--prompt-len 8:510", "510"}, {"--gen 9:3", "'9:3'"}, {"--requests 0", "'0'"}, {"--windows 65", "'65'"},
              {"--seed", "'--seed'"}, {"--bogus 1", "'--bogus'"}, {"/nonexistent/dir/c17.svg", "/nonexistent/dir/c17.svg"}}) {
         const test::Run bad = test::run(test::bin_dir() + "/18_paged_memory --requests 2 --prompt-len 8:8 --gen 8:8 " + args);
+        INFO(args << ": " << bad.err);
+        CHECK(bad.exit_code == 1);
+        CHECK(bad.err.find(named) != std::string::npos);
+    }
+}
+
+// ---- 21_http_server --------------------------------------------------------------------------
+
+// The example's two chat turns redone here without HTTP: the chat template of openai_api.hpp
+// written out by hand, the shipped tokenizer, and each answer generated alone by the plain
+// CpuSession (greedy, "\n" as the template's stop string, as the server does for a chat). What
+// the prefix cache must supply to turn 2 follows from the tokens: turn 1 left K/V for its prompt
+// and every generated token but the last (sampled, never fed back); turn 2 gets the full blocks
+// of that history which its own prompt starts with, and never its last token (vLLM's rule: a
+// prompt's last position is always computed, so there are logits to sample from).
+namespace {
+
+struct HttpChat {
+    glass::GenerateResult a1, a2;
+    std::vector<int> ids1, ids2;
+    int cached2 = 0;
+};
+
+HttpChat http_chat_expected(int block, int max_tokens) {
+    const std::string q1 = "Tell me a story about a little dog who finds a red ball in the park.";
+    const std::string q2 = "What did the dog do with the ball?";
+    const glass::Llama2cTokenizer& tok = test::shipped_tok();
+    const auto answer = [&](const std::string& prompt) {
+        glass::CpuSession session(test::shipped());
+        glass::GenerateOptions o;
+        o.sampling.temperature = 0.0f;
+        o.max_new_tokens = max_tokens;
+        o.stop_strings = {"\n"};
+        return glass::generate(session, tok, prompt, o);
+    };
+    HttpChat c;
+    const std::string prompt1 = "User: " + q1 + "\nAssistant:";
+    c.a1 = answer(prompt1);
+    const std::string prompt2 = prompt1 + c.a1.text + "\nUser: " + q2 + "\nAssistant:";
+    c.a2 = answer(prompt2);
+    c.ids1 = tok.encode(prompt1, true, false);
+    c.ids2 = tok.encode(prompt2, true, false);
+    std::vector<int> history = c.ids1;  // the positions that hold K/V after turn 1
+    history.insert(history.end(), c.a1.generated_ids.begin(), c.a1.generated_ids.end() - 1);
+    size_t common = 0;
+    while (common < history.size() && common + 1 < c.ids2.size() && history[common] == c.ids2[common]) ++common;
+    c.cached2 = static_cast<int>(common) / block * block;
+    return c;
+}
+
+// The value of the line "NAME VALUE" (a Prometheus sample as the example prints it).
+double prometheus_sample(const std::string& out, const std::string& name) {
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+    FAIL("no line '" << name << " VALUE' in the output:\n" << out);
+    return -1.0;
+}
+
+void check_http_example(const std::string& out, int block, int max_tokens) {
+    const HttpChat c = http_chat_expected(block, max_tokens);
+    CAPTURE(block);
+    CAPTURE(max_tokens);
+    REQUIRE(c.cached2 >= 2 * block);  // the example shows a real hit, not an empty one
+    const auto usage = [](const glass::GenerateResult& a, size_t prompt, int cached) {
+        return "prompt_tokens " + std::to_string(prompt) + ", completion_tokens " + std::to_string(a.generated_ids.size()) +
+               ", cached_tokens " + std::to_string(cached);
+    };
+    const auto finish = [](const glass::GenerateResult& a) { return a.stop_reason == glass::StopReason::length ? "length" : "stop"; };
+    CHECK(value_of(out, "turn 1 answer") == nlohmann::json(c.a1.text).dump());
+    CHECK(value_of(out, "turn 1 finish_reason") == finish(c.a1));
+    CHECK(value_of(out, "turn 1 usage") == usage(c.a1, c.ids1.size(), 0));
+    CHECK(value_of(out, "turn 2 answer") == nlohmann::json(c.a2.text).dump());
+    CHECK(value_of(out, "turn 2 finish_reason") == finish(c.a2));
+    CHECK(value_of(out, "turn 2 usage") == usage(c.a2, c.ids2.size(), c.cached2));
+
+    // The server's counters: the sums of the usages computed here; the pool is the engine's
+    // default, four context windows of blocks, none held once both answers are done.
+    CHECK(prometheus_sample(out, "glass_prompt_tokens_total") == static_cast<double>(c.ids1.size() + c.ids2.size()));
+    CHECK(prometheus_sample(out, "glass_generation_tokens_total") == static_cast<double>(c.a1.generated_ids.size() + c.a2.generated_ids.size()));
+    CHECK(prometheus_sample(out, "glass_prefix_cache_hit_tokens_total") == c.cached2);
+    const int seq_len = test::shipped().config.seq_len;
+    CHECK(prometheus_sample(out, "glass_kv_blocks_total") == 4 * ((seq_len + block - 1) / block));
+    CHECK(prometheus_sample(out, "glass_kv_blocks_used") == 0);
+    CHECK(prometheus_sample(out, "glass_kv_blocks_free") == prometheus_sample(out, "glass_kv_blocks_total"));
+    CHECK(out.find("\nglass serve exited with status 0\n") != std::string::npos);  // SIGTERM: a clean exit
+}
+
+}  // namespace
+
+TEST_CASE("example 21_http_server: usage and metrics agree with the tokens computed here") {
+    check_http_example(run_example("21_http_server").out, 16, 48);
+}
+
+TEST_CASE("example 21_http_server: other block sizes and lengths; bad arguments are errors naming the value") {
+    check_http_example(run_example("21_http_server", "--block-size 4 --max-tokens 12").out, 4, 12);
+    for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
+             {"--block-size 0", "'0'"}, {"--max-tokens 500", "'500'"}, {"--bogus 1", "'--bogus'"},
+             {"--glass /nonexistent/glass", "/nonexistent/glass"}}) {
+        const test::Run bad = test::run(test::bin_dir() + "/21_http_server " + args);
         INFO(args << ": " << bad.err);
         CHECK(bad.exit_code == 1);
         CHECK(bad.err.find(named) != std::string::npos);

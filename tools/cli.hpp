@@ -135,6 +135,7 @@ int cmd_random_model(int argc, char** argv);  // tools/cmd_random_model.cpp
 int cmd_explain(int argc, char** argv);
 int cmd_serve_bench(int argc, char** argv);  // tools/cmd_serve_bench.cpp
 int cmd_serve(int argc, char** argv);        // tools/cmd_serve.cpp
+int cmd_loadgen(int argc, char** argv);      // tools/cmd_loadgen.cpp
 int cmd_chat(int argc, char** argv);          // tools/cmd_chat.cpp
 
 }  // namespace cli

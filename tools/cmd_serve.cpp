@@ -1,6 +1,6 @@
 // glass serve — an OpenAI-compatible HTTP server on the batching engine.
 //
-//   glass serve [-m MODEL] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]
+//   glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]
 //               [--backend fast|reference] [--threads N] [--max-queue N] [--block-size B]
 //               [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]
 //
@@ -20,6 +20,9 @@
 //              error event); then the listener closes and glass exits 0. A second signal
 //              cancels at once.
 //   log        one line per request on stderr: id, route, status, tokens, TTFT/TPOT, free KV blocks.
+//   watching   GET /metrics (Prometheus text) and GET /v1/engine/state (JSON) serve copies that the
+//              engine thread keeps (serve/metrics.hpp); GET / is the live page that draws them
+//              (tools/serve_page.html, compiled in).
 //
 // HTTP library: cpp-httplib (Debian's libcpp-httplib-dev, found with pkg-config): well kept, in
 // Debian, small and readable (one header; Debian builds its definitions into a shared library),
@@ -41,7 +44,9 @@
 #include "cli.hpp"
 #include "glass/glass.hpp"
 #include "glass/serve/engine_thread.hpp"
+#include "glass/serve/metrics.hpp"
 #include "glass/serve/openai_api.hpp"
+#include "glass_serve_page.hpp"  // kServePage: tools/serve_page.html, generated at build time
 
 // After glass's headers: httplib.h brings <resolv.h>, whose macro `_res` would rewrite a
 // parameter name inside Eigen's headers.
@@ -129,13 +134,17 @@ std::optional<openai::ApiError> failure_of(const Ticket& t) {
 // POST /v1/completions and POST /v1/chat/completions.
 void handle_completion(Shared& s, const httplib::Request& req, httplib::Response& res, bool chat) {
     const glass::serve::Clock::time_point arrival = glass::serve::Clock::now();
-    if (!authorized(s, req, res)) return;
+    if (!authorized(s, req, res)) {
+        s.engine.count_rejected();  // glass_requests_total{outcome="rejected"}
+        return;
+    }
     const std::uint64_t number = s.next_number++;
     openai::CompletionRequest cr;
     try {
         cr = openai::parse_request(req.body, chat, s.model, s.tokenizer, s.seed_base + number * 0x9E3779B97F4A7C15ull);
     } catch (const openai::ApiError& e) {
         send_error(res, req, e);
+        s.engine.count_rejected();
         return;
     }
 
@@ -144,6 +153,7 @@ void handle_completion(Shared& s, const httplib::Request& req, httplib::Response
     ticket->prompt_ids = cr.prompt_ids;
     ticket->options = cr.options;
     ticket->arrival = arrival;
+    ticket->name = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(number);  // the live view's name for it
     switch (s.engine.submit(ticket)) {
         case glass::serve::Admission::accepted: break;
         case glass::serve::Admission::queue_full:
@@ -151,9 +161,11 @@ void handle_completion(Shared& s, const httplib::Request& req, httplib::Response
                        openai::ApiError(503, "the server is full: " + std::to_string(s.engine.max_in_flight()) +
                                                  " requests in flight (its --max-queue); retry later",
                                         "", "queue_full", "server_error"));
+            s.engine.count_rejected();
             return;
         case glass::serve::Admission::shutting_down:
             send_error(res, req, openai::ApiError(503, "the server is shutting down", "", "shutting_down", "server_error"));
+            s.engine.count_rejected();
             return;
     }
     const openai::ResponseHeader header{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(number),
@@ -166,7 +178,7 @@ void handle_completion(Shared& s, const httplib::Request& req, httplib::Response
             send_error(res, req, *e);
             return;
         }
-        send_json(res, 200, openai::completion_response(cr, header, ticket->result));
+        send_json(res, 200, openai::completion_response(cr, header, ticket->result, s.tokenizer));
         log_line(header.id + " " + route + " 200 | " + describe(*ticket) + " | finish " +
                  openai::finish_reason(ticket->result.stop_reason));
         return;
@@ -177,8 +189,9 @@ void handle_completion(Shared& s, const httplib::Request& req, httplib::Response
     struct StreamState {
         bool started = false;
         bool complete = false;  // the last event was written
+        openai::LogprobsStream logprobs;  // hands the tokens' logprobs out beside their text
     };
-    auto state = std::make_shared<StreamState>();
+    auto state = std::make_shared<StreamState>(StreamState{false, false, openai::LogprobsStream(cr, s.tokenizer)});
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -192,12 +205,16 @@ void handle_completion(Shared& s, const httplib::Request& req, httplib::Response
             if (out.empty()) {
                 std::string text;
                 finished = ticket->wait(text, Ms(100));
-                if (!text.empty()) out += openai::sse(openai::stream_chunk(cr, header, text));
+                state->logprobs.add(ticket->take_logprobs());
+                if (finished && !failure_of(*ticket)) state->logprobs.add_rest(ticket->result);
+                if (!text.empty())
+                    out += openai::sse(openai::stream_chunk(cr, header, text, nullptr, false, state->logprobs.for_text(text)));
                 if (finished) {
                     if (const auto e = failure_of(*ticket)) {
                         out += openai::sse(openai::error_body(*e));
                     } else {
-                        out += openai::sse(openai::stream_chunk(cr, header, "", openai::finish_reason(ticket->result.stop_reason)));
+                        out += openai::sse(openai::stream_chunk(cr, header, "", openai::finish_reason(ticket->result.stop_reason),
+                                                                false, state->logprobs.rest()));
                         if (cr.include_usage) out += openai::sse(openai::usage_chunk(cr, header, ticket->result));
                     }
                     out += openai::kSseDone;
@@ -239,7 +256,7 @@ int cmd_serve(int argc, char** argv) {
     Flags flags("serve", {{"-m", true}, {"-t", true}, {"--host", true}, {"--port", true}, {"--api-key", true},
                           {"--backend", true}, {"--threads", true}, {"--max-queue", true}, {"--block-size", true},
                           {"--budget", true}, {"--no-prefix-cache", false}, {"--no-chunked-prefill", false},
-                          {"--shutdown-timeout", true}});
+                          {"--shutdown-timeout", true}, {"--shape", true}, {"--context", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     const std::string host = flags.get("--host", "127.0.0.1");
@@ -265,9 +282,38 @@ int cmd_serve(int argc, char** argv) {
     if (eo.scheduler.max_tokens_per_step < 1)
         throw UsageError("--budget must be >= 1, got " + std::to_string(eo.scheduler.max_tokens_per_step));
 
-    const std::string model_path = flags.get("-m", kDefaultModel);
-    const glass::Model model = glass::load_llama2c_checkpoint(model_path);
-    const auto tok = glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer), model.config.vocab_size);
+    // The model: a file (-m, default the shipped one), or --shape NAME: random weights of that
+    // shape made in memory (as serve-bench), to measure the server at a real model's size.
+    if (flags.has("-m") && flags.has("--shape")) throw UsageError("give -m MODEL or --shape NAME, not both");
+    if (flags.has("--context") && !flags.has("--shape")) throw UsageError("--context applies to --shape");
+    const std::string model_path = flags.has("--shape") ? flags.get("--shape", "") : flags.get("-m", kDefaultModel);
+    const glass::Model model = [&] {
+        if (!flags.has("--shape")) return glass::load_llama2c_checkpoint(model_path);
+        glass::ModelConfig c = glass::fast::shape_config(model_path);
+        if (const auto ctx = flags.number<int>("--context")) {
+            if (*ctx < 16 || *ctx > 65536) throw UsageError("--context must be in [16, 65536], got " + std::to_string(*ctx));
+            c.seq_len = *ctx;
+        }
+        return glass::fast::random_model_in_memory(c, /*seed=*/1);
+    }();
+    // The tokenizer: -t (default the shipped one) when its vocabulary is the model's. A shape's
+    // 32000 ids are not the shipped tok512's: then NumberTokenizer (token i reads " i", as in
+    // serve-bench), and clients send prompts as token ids (a text prompt would be BOS alone).
+    std::unique_ptr<glass::Tokenizer> tok_owner;
+    if (!flags.has("--shape")) {
+        tok_owner = std::make_unique<glass::Llama2cTokenizer>(
+            glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer), model.config.vocab_size));
+    } else {
+        auto file_tok = glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer));
+        if (file_tok.vocab_size() == model.config.vocab_size)
+            tok_owner = std::make_unique<glass::Llama2cTokenizer>(std::move(file_tok));
+        else if (flags.has("-t"))
+            glass::fail("tokenizer '", flags.get("-t", ""), "' has ", file_tok.vocab_size(), " pieces but the shape ",
+                        model_path, " has a vocabulary of ", model.config.vocab_size);
+        else
+            tok_owner = std::make_unique<glass::serve::NumberTokenizer>(model.config.vocab_size);
+    }
+    const glass::Tokenizer& tok = *tok_owner;
     std::unique_ptr<glass::serve::PagedBackend> backend;
     if (backend_name == "reference") {
         backend = std::make_unique<glass::serve::CpuPagedBackend>(model);
@@ -297,6 +343,7 @@ int cmd_serve(int argc, char** argv) {
         const int yes = 1;
         ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     });
+    svr.set_tcp_nodelay(true);  // each event goes out when written (Nagle would hold it for the client's delayed ACK, ~40 ms)
     svr.set_keep_alive_timeout(2);  // an idle keep-alive connection holds a thread (and delays shutdown) this long
 
     svr.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) { handle_completion(s, req, res, false); });
@@ -316,20 +363,33 @@ int cmd_serve(int argc, char** argv) {
         if (engine.draining()) send_json(res, 503, {{"status", "shutting down"}});
         else send_json(res, 200, {{"status", "ok"}});
     });
+    // Watching the engine (serve/metrics.hpp). /metrics: Prometheus text, without the key (like
+    // /health: for a scraper). /v1/engine/state: the recent steps, the block pool, the recent
+    // requests as JSON (a /v1 route: the key when one is set). /: the live page, which polls it.
+    svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+        res.set_content(glass::serve::render_prometheus(engine.metrics()), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    svr.Get("/v1/engine/state", [&](const httplib::Request& req, httplib::Response& res) {
+        if (authorized(s, req, res)) send_json(res, 200, glass::serve::engine_state_json(engine.engine_state()));
+    });
+    svr.Get("/", [&](const httplib::Request&, httplib::Response& res) {
+        res.set_content(kServePage, "text/html; charset=utf-8");
+    });
     // Statuses httplib sets itself (404 no route, 413 body too large, ...) get an OpenAI body too.
     svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
         if (res.status == 404)
             send_error(res, req, openai::ApiError(404, "no route " + req.method + " " + req.path +
                                                            " (routes: POST /v1/completions, POST /v1/chat/completions, "
-                                                           "GET /v1/models, GET /health)",
+                                                           "GET /v1/models, GET /health, GET /metrics, GET /v1/engine/state, GET /)",
                                                   "", "not_found"));
-        else if (res.status == 413)
+        else if (res.status == 413) {
+            engine.count_rejected();  // a request refused before the engine saw it
             send_error(res, req, openai::ApiError(413, "the request body of " + req.get_header_value("Content-Length") +
                                                            " bytes is larger than this server's limit of " +
                                                            std::to_string(kMaxBodyBytes) + " bytes",
                                                   "", "request_too_large"));
-        else
+        } else
             send_error(res, req, openai::ApiError(res.status, "HTTP status " + std::to_string(res.status), "", "",
                                                   res.status >= 500 ? "server_error" : "invalid_request_error"));
         return httplib::Server::HandlerResponse::Handled;

@@ -12,6 +12,7 @@
 //                 [--json] [--html FILE] [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
 //   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R] [--weights W] [--probes] [--json]
 //   glass serve [-m MODEL] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY] [--threads N] ...
+//   glass loadgen --url URL [--clients C] [--requests N] [--stream] [--json] ...
 //   glass random-model --shape NAME -o FILE [--seed S]
 //   glass --help | glass COMMAND --help | glass --version
 //
@@ -116,7 +117,8 @@ const Command kCommands[] = {
      "      off and on (C18). --shape builds a random-weight model of that shape in memory\n"
      "      (--context sets its window). --json adds one JSON object as the last line.\n"},
     {"serve", cli::cmd_serve,
-     "  glass serve [-m MODEL] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]\n"
+     "  glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P]\n"
+     "              [--api-key KEY]\n"
      "              [--backend fast|reference] [--threads N] [--max-queue N] [--block-size B]\n"
      "              [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]\n"
      "      An OpenAI-compatible HTTP server on the batching engine: POST /v1/completions and\n"
@@ -128,7 +130,21 @@ const Command kCommands[] = {
      "      flight at most; the next gets 503. --block-size and --budget as serve-bench.\n"
      "      SIGINT/SIGTERM: new requests get 503, those in flight get --shutdown-timeout S\n"
      "      seconds (10) to finish, the rest are cancelled; exit 0. One log line per request\n"
-     "      on stderr. The chat template: include/glass/serve/openai_api.hpp.\n"},
+     "      on stderr. The chat template: include/glass/serve/openai_api.hpp. --shape NAME\n"
+     "      serves random weights of that shape (as serve-bench; for glass loadgen); its\n"
+     "      vocabulary is not tok512's, so token i reads \" i\": send prompts as token ids.\n"},
+    {"loadgen", cli::cmd_loadgen,
+     "  glass loadgen --url URL [--clients C] [--requests N] [--stream] [--json]\n"
+     "                [--prompt-len P] [--max-tokens M] [--temperature T] [--seed S]\n"
+     "                [--api-key KEY] [--chat] [--timeout SEC]\n"
+     "      Load on a server on this machine (the URL's host must be 127.0.0.1, localhost or\n"
+     "      [::1]): C clients (1), each sending its next request when the last is answered,\n"
+     "      N requests (8) in all to /v1/completions: P-token prompts (32) as token ids, seeded\n"
+     "      (S, 1), greedy (T 0), \"ignore_eos\", M new tokens (32). --chat sends P-word user\n"
+     "      messages to /v1/chat/completions instead. Reports ok and errors (by status), wall\n"
+     "      time, generated tokens/s, requests/s, latency p50/p99 and, with --stream, TTFT and\n"
+     "      TPOT p50/p99. --json adds one JSON object as the last line (fields: the top of\n"
+     "      tools/cmd_loadgen.cpp). Exit status 1 when any request failed.\n"},
     {"random-model", cli::cmd_random_model,
      "  glass random-model --shape stories15M|stories110M|tinyllama1b -o FILE [--seed S]\n"
      "      A llama2.c checkpoint of that shape with random weights (for benchmarks).\n"},

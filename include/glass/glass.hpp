@@ -52,8 +52,8 @@
 #include "glass/generate.hpp"       // 6-8. the loop: prefill once, decode until done
 
 // Serving many requests at once: requests, the block pool with its prefix cache, the scheduler,
-// the batched paged forward pass, the engine that steps them; then the engine on its own thread
-// and the OpenAI API's JSON, which `glass serve` puts on HTTP.
+// the batched paged forward pass, the engine that steps them; then what a server counts, the
+// engine on its own thread and the OpenAI API's JSON, which `glass serve` puts on HTTP.
 #include "glass/serve/request.hpp"
 #include "glass/serve/block_manager.hpp"
 #include "glass/serve/scheduler.hpp"
@@ -61,6 +61,7 @@
 #include "glass/serve/paged_transformer.hpp"
 #include "glass/serve/engine.hpp"
 #include "glass/serve/measure.hpp"
+#include "glass/serve/metrics.hpp"
 #include "glass/serve/engine_thread.hpp"
 #include "glass/serve/openai_api.hpp"
 
@@ -71,6 +72,7 @@
 #include "glass/fast/packed_weights.hpp"
 #include "glass/fast/kernels_portable.hpp"
 #include "glass/fast/kernels_avx512.hpp"
+#include "glass/fast/kernels_avx512_attention.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/token_tiles.hpp"
 #include "glass/fast/fast_model.hpp"

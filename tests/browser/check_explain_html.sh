@@ -14,21 +14,7 @@
 # Exit: 0 passed; 1 failed; 77 skipped (chromium cannot be installed or cannot run headless), which
 # ctest reports as "Skipped" (SKIP_RETURN_CODE 77), never as passed.
 set -uo pipefail
-if [ $# -ne 3 ]; then
-  echo "usage: $0 GLASS DOM_CHECK OUT_DIR" >&2
-  exit 2
-fi
-glass=$1 dom_check=$2 out=$3
-readonly SKIP=77
-mkdir -p "$out"
-
-find_browser() {
-  local b
-  for b in chromium chromium-browser; do
-    if command -v "$b" >/dev/null 2>&1; then command -v "$b"; return 0; fi
-  done
-  return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/chromium.sh"  # reads the arguments; find_browser, run_browser
 
 # 1. The browser.
 if ! browser=$(find_browser); then
@@ -54,27 +40,11 @@ if ! browser=$(find_browser); then
     exit $SKIP
   fi
 fi
-echo "browser: $browser ($("$browser" --version 2>/dev/null | head -1))"
-
-# Headless, offline, no first-run work; a fresh profile each run. --no-sandbox: root in a container.
-profile=$(mktemp -d)
-trap 'rm -rf "$profile"' EXIT
-run_browser() {
-  timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-quic \
-    --no-first-run --disable-background-networking --disable-component-update --disable-sync \
-    --disable-extensions --hide-scrollbars --user-data-dir="$profile" --virtual-time-budget=5000 "$@" \
-    2>>"$out/chromium.log"
-}
 
 # 2. Can it run headless here at all? If not, the environment (not the page) is the problem.
-cat >"$out/smoke.html" <<'EOF'
-<!doctype html><html><body><script>document.body.setAttribute("data-ran", "yes");</script></body></html>
-EOF
-if ! run_browser --dump-dom "file://$out/smoke.html" | grep -q 'data-ran="yes"'; then
-  echo "SKIPPED: $browser cannot run a page headless here (log: $out/chromium.log):"
-  tail -n 3 "$out/chromium.log"
-  exit $SKIP
-fi
+profile=$(mktemp -d)
+trap 'rm -rf "$profile"' EXIT
+require_headless_browser
 
 # 3. The page, clicked, against --json.
 prompt="Once upon a time"  # 5 tokens: positions 0-4 come from the prefill, 5.. from decode steps

@@ -30,27 +30,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dom_check.hpp"
+
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-    if (!ok) {
-        ++failures;
-        std::cerr << "FAIL: " << what << "\n";
-    }
-}
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        std::cerr << "cannot read " << path << "\n";
-        std::exit(1);
-    }
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+using dom_check::check;
+using dom_check::failures;
+using dom_check::read_file;
 
 // Every opening tag named `tag` whose class attribute contains `cls`, as attribute -> value.
 std::vector<std::map<std::string, std::string>> elements(const std::string& dom, const std::string& tag,

@@ -27,6 +27,7 @@
 
 #include "glass/glass.hpp"
 #include "glass_cuda.hpp"
+#include "paged.hpp"
 #include "../relative_error.hpp"
 
 namespace gc = glass::cuda;

@@ -21,7 +21,7 @@
 ///     nothing (tests/test_fast_cpu.cpp counts operator new to prove it).
 ///  5. RoPE's cos/sin are tabulated once ([seq_len, head_dim/2]) instead of recomputed with
 ///     pow/cos/sin for every head of every token; attention's exp and the MLP's SiLU use a
-///     16-lane exp (kernels_avx512.hpp).
+///     16-lane exp (kernels_avx512_attention.hpp).
 /// Items 1, 2 and 5 (packed weights, the threaded products, norms, RoPE, one query's attention)
 /// live in fast_model.hpp, shared with the batched backend (fast_paged_backend.hpp); this file
 /// adds the sequence's own KV cache, prefill attention and the pass itself.
@@ -142,7 +142,7 @@ private:
     }
 
     // The same for n > 1 new positions, as small matrix products per head and block of
-    // kAttentionRows consecutive positions (kernels_avx512.hpp says why):
+    // kAttentionRows consecutive positions (kernels_avx512_attention.hpp says why):
     //   keys_t[g] = K_gᵀ                  [head_dim, start+n]   once per layer and KV head
     //   S = Q_block K_gᵀ · scale          [rows, visible of the block's last row]
     //   P = softmax of each row over its own visible keys; later keys (causal mask) get 0

@@ -1,13 +1,15 @@
 /// \file
 /// \brief glass/fast/kernels.hpp — one table of inner loops, chosen once at run time.
 /// ```text
-/// The AVX-512 set (kernels_avx512.hpp) needs AVX-512 F/BW/VL/DQ (Intel since Skylake-X, AMD
-/// since Zen 4); anything else gets the portable set (kernels_portable.hpp). The choice is a
-/// run-time CPU check, not a compile flag, so one binary runs everywhere.
+/// The AVX-512 set (kernels_avx512.hpp, kernels_avx512_attention.hpp) needs AVX-512
+/// F/BW/VL/DQ (Intel since Skylake-X, AMD since Zen 4); anything else gets the portable set
+/// (kernels_portable.hpp). The choice is a run-time CPU check, not a compile flag, so one binary
+/// runs everywhere.
 /// ```
 #pragma once
 
 #include "glass/fast/kernels_avx512.hpp"
+#include "glass/fast/kernels_avx512_attention.hpp"
 #include "glass/fast/kernels_portable.hpp"
 #include "glass/fast/packed_weights.hpp"
 

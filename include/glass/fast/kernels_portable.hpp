@@ -1,5 +1,6 @@
 /// \file
-/// \brief glass/fast/kernels_portable.hpp — the same kernels as kernels_avx512.hpp, as plain loops.
+/// \brief glass/fast/kernels_portable.hpp — the same kernels as kernels_avx512.hpp and
+/// kernels_avx512_attention.hpp, as plain loops.
 /// ```text
 /// Used on CPUs without AVX-512 (and by the tests, to check the AVX-512 versions against).
 /// They read the packed layout through PackedMatrix::at(), so they are slow but obviously right.
@@ -42,7 +43,7 @@ inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long
     }
 }
 
-// Prefill attention for m query rows (see kernels_avx512.hpp): keys transposed [head_dim][keys].
+// Prefill attention for m query rows (see kernels_avx512_attention.hpp): keys transposed [head_dim][keys].
 // S[r][j] = scale · Σ_d Q[r][d] · Kᵀ[d][j]
 inline void attention_scores(const float* q, long ldq, int m, const float* kt, long ldkt, int n_keys,
                              int hd, float scale, float* s, long lds) {

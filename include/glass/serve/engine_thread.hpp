@@ -14,8 +14,10 @@
 ///     take the inbox:  add_request_ids() each new ticket (a refusal becomes its error),
 ///                      cancel() each cancelled one
 ///     step()                         one forward pass for everyone scheduled
-///     append each request's new text (StepReport::text) to its ticket; hand each finished
-///     result (take_finished()) to its ticket; wake the handlers
+///     append each request's new logprobs (if asked) and text (StepReport::text) to its
+///     ticket; hand each finished result (take_finished()) to its ticket; wake the handlers
+///     count what happened (metrics.hpp): outcomes, tokens, TTFT/TPOT, the step's batch, the
+///     block pool; handlers read a copy with metrics() and engine_state()
 ///
 /// Handlers never wait for the engine's lock and the engine never waits for a client: a slow
 /// reader's text piles up in its ticket (bytes per token) while the batch goes on. A request that
@@ -41,6 +43,7 @@
 #include <vector>
 
 #include "glass/serve/engine.hpp"
+#include "glass/serve/metrics.hpp"
 
 namespace glass::serve {
 
@@ -51,6 +54,7 @@ struct Ticket {
     std::vector<int> prompt_ids;
     GenerateOptions options;
     Clock::time_point arrival = Clock::now();  ///< TTFT and token times count from here
+    std::string name;                          ///< how the live view names it (the HTTP response id)
 
     // Written by the engine thread under `mutex`; read with wait() (or under `mutex`).
     std::mutex mutex;
@@ -62,6 +66,8 @@ struct Ticket {
     bool cancelled_by_shutdown = false;  ///< cancelled because the drain's grace period ran out
     int free_blocks = 0;           ///< free KV blocks right after it finished (all blocks when idle)
     int num_blocks = 0;            ///< blocks in the pool
+    std::vector<StepLogprobs> new_logprobs;  ///< with options.logprobs: steps take_logprobs() has not handed out
+                                             ///< (a request's last ones come in its result only)
 
     /// Waits up to `timeout` for news: appends the text that arrived since the last call to
     /// `text` and returns true once the request has finished (all of its text handed out).
@@ -73,6 +79,15 @@ struct Ticket {
         return finished;
     }
 
+    /// The logprobs of the tokens chosen since the last call; those of a step's text arrive no
+    /// later than the text itself.
+    std::vector<StepLogprobs> take_logprobs() {
+        std::lock_guard<std::mutex> lock(mutex);
+        std::vector<StepLogprobs> out;
+        out.swap(new_logprobs);
+        return out;
+    }
+
     /// Waits up to `timeout` for the request to finish (its text stays for wait()); true if it has.
     bool wait_finished(std::chrono::milliseconds timeout) {
         std::unique_lock<std::mutex> lock(mutex);
@@ -81,6 +96,7 @@ struct Ticket {
 
     // The engine thread's own bookkeeping.
     int engine_id = -1;                   ///< the engine's id, once added
+    size_t logprobs_published = 0;        ///< steps moved to new_logprobs so far
     std::atomic<bool> cancel_requested{false};
 };
 
@@ -94,6 +110,9 @@ public:
           request_positions_(engine_.request_positions()), num_blocks_(engine_.blocks().num_blocks()),
           free_blocks_(num_blocks_) {
         if (max_in_flight < 1) fail("requests in flight at most must be >= 1, got ", max_in_flight);
+        count_blocks(metrics_, engine_.blocks());
+        state_.block_size = engine_.blocks().block_size();
+        state_.blocks = block_records(engine_.blocks(), engine_.scheduler());
         thread_ = std::thread([this] { run(); });
     }
     EngineThread(const EngineThread&) = delete;
@@ -167,6 +186,22 @@ public:
     int request_positions() const { return request_positions_; }
     int num_blocks() const { return num_blocks_; }
 
+    /// Counts a request the HTTP layer refused before it reached the engine (4xx, 503).
+    void count_rejected() {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        ++metrics_.requests[static_cast<size_t>(Outcome::rejected)];
+    }
+    /// A consistent copy of the counters, histograms and gauges (for GET /metrics).
+    ServerMetrics metrics() const {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        return metrics_;
+    }
+    /// A consistent copy of the recent steps, the block pool and recent requests (for the live view).
+    EngineState engine_state() const {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        return state_;
+    }
+
 private:
     void run() {
         std::map<int, std::shared_ptr<Ticket>> live;  // engine id -> ticket
@@ -185,14 +220,14 @@ private:
             }
             for (const std::shared_ptr<Ticket>& t : arrivals) {
                 if (t->cancel_requested || stopping) {  // gone before it started
-                    finish_unstarted(*t, "cancelled before it started", stopping);
+                    finish_unstarted(*t, "cancelled before it started", stopping, Outcome::cancelled);
                     continue;
                 }
                 try {
                     t->engine_id = engine_.add_request_ids(t->prompt_ids, t->options, t->arrival);
                     live[t->engine_id] = t;
                 } catch (const std::exception& e) {
-                    finish_unstarted(*t, e.what(), false);
+                    finish_unstarted(*t, e.what(), false, Outcome::error);
                 }
             }
             arrivals.clear();
@@ -206,8 +241,10 @@ private:
                 }
             }
 
+            bool stepped = false;
+            StepReport report;
             if (engine_.has_unfinished()) {
-                StepReport report;
+                stepped = true;
                 try {
                     report = engine_.step();
                 } catch (const std::exception& e) {  // a bug, not bad input: end everyone's request with it
@@ -219,6 +256,14 @@ private:
                         engine_.cancel(id);
                     }
                 }
+                for (auto& [id, t] : live) {  // logprobs first: a handler that sees text sees its steps too
+                    const Request* r = engine_.request(id);
+                    if (r == nullptr || r->logprobs.size() <= t->logprobs_published) continue;
+                    std::lock_guard<std::mutex> lock(t->mutex);
+                    t->new_logprobs.insert(t->new_logprobs.end(), r->logprobs.begin() + static_cast<std::ptrdiff_t>(t->logprobs_published),
+                                           r->logprobs.end());
+                    t->logprobs_published = r->logprobs.size();
+                }
                 for (const auto& [id, text] : report.text) {
                     const auto it = live.find(id);
                     if (it == live.end()) continue;
@@ -229,11 +274,19 @@ private:
                     it->second->changed.notify_all();
                 }
             }
+            // Count first, then hand the results out: a client that reads its last event and then
+            // asks for /metrics or /v1/engine/state sees its request counted and its blocks back.
+            std::vector<std::pair<std::shared_ptr<Ticket>, RequestResult>> done;
             for (RequestResult& r : engine_.take_finished()) {
                 const auto it = live.find(r.id);
                 if (it == live.end()) continue;
-                const std::shared_ptr<Ticket> t = it->second;
+                done.emplace_back(it->second, std::move(r));
                 live.erase(it);
+            }
+            count_finished_requests(done);
+            free_blocks_ = engine_.blocks().num_free();
+            record(stepped, report, live);
+            for (auto& [t, r] : done) {
                 {
                     std::lock_guard<std::mutex> lock(t->mutex);
                     t->result = std::move(r);
@@ -244,7 +297,6 @@ private:
                 t->changed.notify_all();
                 leave();
             }
-            free_blocks_ = engine_.blocks().num_free();
             if (stopping && live.empty()) {
                 std::lock_guard<std::mutex> lock(mutex_);
                 if (arrivals_.empty()) return;
@@ -252,8 +304,50 @@ private:
         }
     }
 
+    // Outcomes, tokens, TTFT and TPOT of the requests that just finished.
+    void count_finished_requests(const std::vector<std::pair<std::shared_ptr<Ticket>, RequestResult>>& done) {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        for (const auto& [t, r] : done) {
+            const Outcome outcome = t->error.empty() ? outcome_of(r.stop_reason) : Outcome::error;  // error: a failed step
+            count_finished(metrics_, r, outcome);
+            state_.recent_finished.push_back(finished_record(r, t->name, outcome));
+            if (state_.recent_finished.size() > kRecentFinished) state_.recent_finished.pop_front();
+        }
+    }
+
+    // After each pass of the loop: the step's batch (if it stepped), the gauges, the pool, the
+    // live requests, for metrics() and engine_state(). O(blocks + live requests): small beside a
+    // forward pass, and nothing at all while the engine sleeps.
+    void record(bool stepped, const StepReport& report, const std::map<int, std::shared_ptr<Ticket>>& live) {
+        std::vector<LiveRecord> live_records;
+        const auto add = [&](const Request* r) {
+            const auto it = live.find(r->id);
+            live_records.push_back(live_record(*r, it == live.end() ? std::string() : it->second->name));
+        };
+        for (const Request* r : engine_.scheduler().running()) add(r);
+        for (const Request* r : engine_.scheduler().waiting()) add(r);
+        std::vector<BlockRecord> blocks = block_records(engine_.blocks(), engine_.scheduler());
+
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        if (stepped) {
+            ++metrics_.engine_steps;
+            state_.steps = metrics_.engine_steps;
+            state_.recent_steps.push_back(step_record(report, metrics_.engine_steps));
+            if (state_.recent_steps.size() > kRecentSteps) state_.recent_steps.pop_front();
+        }
+        metrics_.requests_running = static_cast<int>(engine_.scheduler().running().size());
+        metrics_.requests_waiting = static_cast<int>(engine_.scheduler().waiting().size());
+        count_blocks(metrics_, engine_.blocks());
+        state_.blocks = std::move(blocks);
+        state_.live = std::move(live_records);
+    }
+
     // A ticket that never ran (refused by the engine, cancelled or stopped before it started).
-    void finish_unstarted(Ticket& t, const std::string& why, bool by_shutdown) {
+    void finish_unstarted(Ticket& t, const std::string& why, bool by_shutdown, Outcome outcome) {
+        {
+            std::lock_guard<std::mutex> lock(stats_mutex_);
+            ++metrics_.requests[static_cast<size_t>(outcome)];
+        }
         {
             std::lock_guard<std::mutex> lock(t.mutex);
             t.error = why;
@@ -289,6 +383,10 @@ private:
     bool draining_ = false;
     bool stopping_ = false;
     std::optional<Clock::time_point> deadline_;
+
+    mutable std::mutex stats_mutex_;  // guards the two below: written by the engine thread, copied by handlers
+    ServerMetrics metrics_;
+    EngineState state_;
 
     std::thread thread_;  // last: starts after everything above exists
 };
