@@ -5,7 +5,7 @@
 //               [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]
 //
 // The JSON of the API (requests, responses, stream chunks, errors, the chat template) is in
-// include/glass/serve/openai_api.hpp; the engine's thread and the mailboxes to it in
+// include/glass/serve/openai_api.hpp (requests) and openai_response.hpp (answers); the engine's thread and the mailboxes to it in
 // include/glass/serve/engine_thread.hpp. This file is the HTTP glue between them:
 //
 //   threads    cpp-httplib runs each connection on a thread of its pool. A completion handler
@@ -42,10 +42,12 @@
 #include <thread>
 
 #include "cli.hpp"
+#include "serve_setup.hpp"
 #include "glass/glass.hpp"
 #include "glass/serve/engine_thread.hpp"
 #include "glass/serve/metrics.hpp"
 #include "glass/serve/openai_api.hpp"
+#include "glass/serve/openai_response.hpp"
 #include "glass_serve_page.hpp"  // kServePage: tools/serve_page.html, generated at build time
 
 // After glass's headers: httplib.h brings <resolv.h>, whose macro `_res` would rewrite a
@@ -289,12 +291,7 @@ int cmd_serve(int argc, char** argv) {
     const std::string model_path = flags.has("--shape") ? flags.get("--shape", "") : flags.get("-m", kDefaultModel);
     const glass::Model model = [&] {
         if (!flags.has("--shape")) return glass::load_llama2c_checkpoint(model_path);
-        glass::ModelConfig c = glass::fast::shape_config(model_path);
-        if (const auto ctx = flags.number<int>("--context")) {
-            if (*ctx < 16 || *ctx > 65536) throw UsageError("--context must be in [16, 65536], got " + std::to_string(*ctx));
-            c.seq_len = *ctx;
-        }
-        return glass::fast::random_model_in_memory(c, /*seed=*/1);
+        return glass::fast::random_model_in_memory(shape_config_from_flags(flags), /*seed=*/1);
     }();
     // The tokenizer: -t (default the shipped one) when its vocabulary is the model's. A shape's
     // 32000 ids are not the shipped tok512's: then NumberTokenizer (token i reads " i", as in
@@ -314,14 +311,9 @@ int cmd_serve(int argc, char** argv) {
             tok_owner = std::make_unique<glass::serve::NumberTokenizer>(model.config.vocab_size);
     }
     const glass::Tokenizer& tok = *tok_owner;
-    std::unique_ptr<glass::serve::PagedBackend> backend;
-    if (backend_name == "reference") {
-        backend = std::make_unique<glass::serve::CpuPagedBackend>(model);
-    } else {
-        glass::fast::FastOptions fo;
-        fo.threads = threads;
-        backend = std::make_unique<glass::fast::FastPagedBackend>(model, fo);
-    }
+    glass::fast::FastOptions fo;
+    fo.threads = threads;
+    const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, model, fo);
     glass::serve::EngineThread engine(*backend, tok, eo, max_queue);
 
     Shared s{{std::filesystem::path(model_path).stem().string(), engine.request_positions(), model.config.vocab_size,

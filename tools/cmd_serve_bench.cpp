@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "cli.hpp"
+#include "serve_setup.hpp"
 #include "glass/glass.hpp"
 
 namespace cli {
@@ -93,11 +94,7 @@ int cmd_serve_bench(int argc, char** argv) {
         model_name = flags.get("-m", "");
         model = glass::load_llama2c_checkpoint(model_name);
     } else {
-        glass::ModelConfig c = glass::fast::shape_config(flags.get("--shape", ""));
-        if (const auto ctx = flags.number<int>("--context")) {
-            if (*ctx < 16 || *ctx > 65536) throw UsageError("--context must be in [16, 65536], got " + std::to_string(*ctx));
-            c.seq_len = *ctx;
-        }
+        const glass::ModelConfig c = shape_config_from_flags(flags);
         model_name = flags.get("--shape", "") + " (random weights, context " + std::to_string(c.seq_len) + ")";
         model = glass::fast::random_model_in_memory(c, load.seed);
     }
@@ -106,11 +103,7 @@ int cmd_serve_bench(int argc, char** argv) {
     glass::fast::FastOptions fast_options;
     fast_options.threads = threads;
     fast_options.weights = glass::fast::weight_type_from_string(precision);
-    auto make_backend = [&]() -> std::unique_ptr<glass::serve::PagedBackend> {
-        if (backend_name == "reference") return std::make_unique<glass::serve::CpuPagedBackend>(*model);
-        return std::make_unique<glass::fast::FastPagedBackend>(*model, fast_options);
-    };
-    const std::unique_ptr<glass::serve::PagedBackend> backend = make_backend();
+    const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, *model, fast_options);
     std::printf("model %s: dim %d, %d layers, vocab %d | backend %s%s | block %d, budget %d, prefix cache %s, chunked prefill %s\n",
                 model_name.c_str(), c.dim, c.n_layers, c.vocab_size, backend_name.c_str(),
                 backend_name == "fast" ? (", " + std::to_string(threads) + " threads, " + precision).c_str() : "",

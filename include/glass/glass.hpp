@@ -64,6 +64,7 @@
 #include "glass/serve/metrics.hpp"
 #include "glass/serve/engine_thread.hpp"
 #include "glass/serve/openai_api.hpp"
+#include "glass/serve/openai_response.hpp"
 
 // The fast CPU path: the same Session, with packed weights, AVX-512 and threads; then the same
 // machinery as a serving backend, the whole batch in one pass over the weights.

@@ -107,8 +107,7 @@ public:
     /// Builds the engine (the backend and tokenizer must outlive this) and starts its thread.
     EngineThread(PagedBackend& backend, const Tokenizer& tokenizer, EngineOptions options, int max_in_flight)
         : engine_(backend, tokenizer, options), max_in_flight_(max_in_flight),
-          request_positions_(engine_.request_positions()), num_blocks_(engine_.blocks().num_blocks()),
-          free_blocks_(num_blocks_) {
+          request_positions_(engine_.request_positions()), num_blocks_(engine_.blocks().num_blocks()) {
         if (max_in_flight < 1) fail("requests in flight at most must be >= 1, got ", max_in_flight);
         count_blocks(metrics_, engine_.blocks());
         state_.block_size = engine_.blocks().block_size();
@@ -181,7 +180,7 @@ public:
     }
     int max_in_flight() const { return max_in_flight_; }
     /// Free KV blocks after the engine thread's latest step (all of them once nothing runs).
-    int free_blocks() const { return free_blocks_; }
+    int free_blocks() const { return metrics().kv_blocks_free; }
     /// Positions one request may use (prompt + generated): min(context window, pool).
     int request_positions() const { return request_positions_; }
     int num_blocks() const { return num_blocks_; }
@@ -284,7 +283,6 @@ private:
                 live.erase(it);
             }
             count_finished_requests(done);
-            free_blocks_ = engine_.blocks().num_free();
             record(stepped, report, live);
             for (auto& [t, r] : done) {
                 {
@@ -372,7 +370,6 @@ private:
     const int max_in_flight_;
     const int request_positions_;
     const int num_blocks_;
-    std::atomic<int> free_blocks_;
 
     mutable std::mutex mutex_;  // guards everything below
     std::condition_variable work_;  // the engine thread sleeps on it
