@@ -26,6 +26,7 @@
 #include "glass/tokenize/byte_level_bpe.hpp"
 #include "glass/tokenize/bpe_train.hpp"
 // ...and the files vocabularies come in.
+#include "glass/formats/json_input.hpp"
 #include "glass/formats/llama2c_tokenizer.hpp"
 #include "glass/formats/tiktoken_loader.hpp"
 #include "glass/formats/hf_loader.hpp"

@@ -13,6 +13,11 @@
 /// ```
 #pragma once
 
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "glass/config.hpp"
@@ -20,6 +25,50 @@
 #include "glass/tensor.hpp"
 
 namespace glass {
+
+/// Bytes of memory this machine has (physical pages times page size); 0 when the system does not say.
+inline std::int64_t physical_memory_bytes() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    std::int64_t bytes = 0;
+    if (pages <= 0 || page <= 0 || __builtin_mul_overflow(std::int64_t{pages}, std::int64_t{page}, &bytes)) return 0;
+    return bytes;
+}
+
+/// "64.0 GiB".
+inline std::string gib_text(std::int64_t bytes) {
+    char text[48];
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+    return text;
+}
+
+/// Fails when `bytes` (what `what` needs) is more than this machine's memory: before allocating.
+inline void check_fits_in_memory(std::int64_t bytes, const std::string& what) {
+    const std::int64_t memory = physical_memory_bytes();
+    if (memory > 0 && bytes > memory)
+        fail(what, " needs ", gib_text(bytes), ", more than this machine's ", gib_text(memory), " of memory");
+}
+
+/// \brief Bytes of K and V for `positions` positions of every layer — 2 · n_layers · positions ·
+/// n_kv_heads · head_dim · `bytes_per_value` — checked BEFORE anything is allocated.
+///
+/// Computed in 64 bits with overflow checks. A header can be valid and still ask for more than
+/// the machine has (1024 layers × 4M positions); then glass::Error names the size in GiB and the
+/// fields that imply it, instead of an allocation failing (or thrashing) much later.
+/// `what` says where the positions come from: "context window (seq_len)", "KV pool", ...
+inline std::int64_t check_kv_cache_fits(const ModelConfig& c, std::int64_t positions, int bytes_per_value,
+                                        const char* what) {
+    std::int64_t bytes = 2 * std::int64_t{bytes_per_value};
+    const std::int64_t factors[] = {c.n_layers, positions, c.n_kv_heads, c.head_dim()};
+    bool overflow = false;
+    for (std::int64_t f : factors) overflow = overflow || f < 0 || __builtin_mul_overflow(bytes, f, &bytes);
+    const std::int64_t memory = physical_memory_bytes();
+    if (overflow || (memory > 0 && bytes > memory))
+        fail("the KV cache for the ", what, " needs ", overflow ? std::string("more than 8 EiB") : gib_text(bytes),
+             " (2 x n_layers ", c.n_layers, " x ", positions, " positions x n_kv_heads ", c.n_kv_heads,
+             " x head_dim ", c.head_dim(), " x ", bytes_per_value, " bytes), more than this machine's ",
+             gib_text(memory), " of memory");
+    return bytes;
+}
 
 /// \brief The one rule of writing to a cache: new rows go exactly at the current length, and must
 /// fit in the context window.
@@ -42,8 +91,10 @@ inline void check_kv_write(int length, int capacity, int start_pos, std::int64_t
 class KVCache {
 public:
     /// Allocates, once, K and V for every position of the context window (`c.seq_len`).
+    /// (The size is checked first: check_kv_cache_fits runs before either vector exists.)
     explicit KVCache(const ModelConfig& c)
-        : keys_(c.n_layers, RowMatrix::Zero(c.seq_len, c.kv_dim())),
+        : keys_((check_kv_cache_fits(c, c.seq_len, sizeof(float), "context window (seq_len)"), c.n_layers),
+                RowMatrix::Zero(c.seq_len, c.kv_dim())),
           values_(c.n_layers, RowMatrix::Zero(c.seq_len, c.kv_dim())),
           capacity_(c.seq_len) {}
 

@@ -43,6 +43,7 @@
 #include "glass/checkpoint.hpp"
 #include "glass/fast/buffer.hpp"
 #include "glass/fast/fast_model.hpp"
+#include "glass/kv_cache.hpp"
 #include "glass/serve/paged_backend.hpp"
 
 namespace glass::fast {
@@ -51,12 +52,13 @@ class FastPagedBackend : public serve::PagedBackend {
 public:
     FastPagedBackend(const Model& model, FastOptions options)
         : m_(model, options, SingleRow::matmul), c_(model.config),
-          scores_(static_cast<size_t>(m_.threads()) * static_cast<size_t>(c_.n_heads) * static_cast<size_t>(c_.seq_len)) {}
+          scores_(scores_floats(m_.threads(), c_)) {}
 
     const ModelConfig& config() const override { return c_; }
 
     void allocate_pool(int num_blocks, int block_size) override {
         if (num_blocks < 1 || block_size < 1) fail("KV pool of ", num_blocks, " blocks of ", block_size, " positions");
+        check_kv_cache_fits(c_, std::int64_t{num_blocks} * block_size, 4, "KV pool");
         num_blocks_ = block_size_ = 0;  // no pool while allocating (if that fails)
         pool_ = HugeBuffer(static_cast<std::size_t>(floats_per_pool(num_blocks, block_size)) * 4);  // zeroed
         num_blocks_ = num_blocks;
@@ -110,6 +112,12 @@ private:
         int entry;  // its entry in the batch
     };
 
+    // threads x n_heads x seq_len attention weights (checked: a header's seq_len can be 4M).
+    static size_t scores_floats(int threads, const ModelConfig& c) {
+        const std::int64_t floats = std::int64_t{threads} * c.n_heads * c.seq_len;  // < 2^8 x 2^10 x 2^22
+        check_fits_in_memory(floats * 4, "the attention scores (threads x n_heads x seq_len floats)");
+        return static_cast<size_t>(floats);
+    }
     std::int64_t floats_per_pool(int num_blocks, int block_size) const {
         return 2 * std::int64_t{c_.n_layers} * num_blocks * block_size * c_.kv_dim();
     }

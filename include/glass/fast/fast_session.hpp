@@ -45,6 +45,7 @@
 #include "glass/fast/buffer.hpp"
 #include "glass/fast/fast_model.hpp"
 #include "glass/fast/kernels.hpp"
+#include "glass/kv_cache.hpp"
 #include "glass/session.hpp"
 
 namespace glass::fast {
@@ -85,6 +86,7 @@ private:
     // ---- construction: size every buffer once ----------------------------------------------
 
     void allocate_buffers() {
+        check_kv_cache_fits(c_, c_.seq_len, 4, "context window (seq_len)");  // before any allocation
         chunk_ = std::min(m_.options().prefill_chunk, c_.seq_len);
         m_.reserve_rows(chunk_);
         const std::int64_t n = chunk_, T = m_.threads(), kv_rows = std::int64_t{c_.n_layers} * c_.seq_len;

@@ -112,11 +112,24 @@ public:
     size_t position() const { return at_; }
 
 private:
-    // Each element takes at least one byte, so a count larger than the remaining bytes is a lie.
+    // The least bytes one element of `type` takes in the file (a string: its 8-byte length).
+    static std::uint64_t min_element_bytes(std::uint32_t type) {
+        switch (type) {
+            case 0: case 1: case 7: return 1;
+            case 2: case 3: return 2;
+            case 4: case 5: case 6: return 4;
+            default: return 8;  // 8 string, 10 u64, 11 i64, 12 f64 (others are refused below)
+        }
+    }
+
+    // n elements take at least n · min_element_bytes: a count the remaining bytes cannot hold is
+    // a lie, refused before it sizes a vector.
     GgufValue array() {
         const std::uint32_t type = scalar<std::uint32_t>();
         const std::uint64_t n = scalar<std::uint64_t>();
-        if (n > bytes_.size() - at_) fail("GGUF: array of ", n, " elements at byte ", at_, " exceeds the file");
+        if (n > (bytes_.size() - at_) / min_element_bytes(type))
+            fail("GGUF: array of ", n, " elements of type ", type, " at byte ", at_, " needs at least ",
+                 min_element_bytes(type), " bytes each; only ", bytes_.size() - at_, " bytes are left");
         if (type == 8) {
             std::vector<std::string> out;
             out.reserve(static_cast<size_t>(n));

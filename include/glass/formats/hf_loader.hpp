@@ -16,7 +16,10 @@
 /// ```
 #pragma once
 
+#include <cctype>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <unordered_map>
 #include <string>
@@ -26,6 +29,7 @@
 
 #include "glass/tokenize/byte_level_bpe.hpp"
 #include "glass/tokenize/sentencepiece_bpe.hpp"
+#include "glass/formats/json_input.hpp"
 #include "glass/formats/tiktoken_loader.hpp"
 
 namespace glass {
@@ -51,7 +55,20 @@ inline std::pair<std::string, std::string> merge_of(const json& m, const std::st
     if (m.is_string()) return split_merge_line(m.get<std::string>(), where);
     if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
         return {m[0].get<std::string>(), m[1].get<std::string>()};
-    fail(where, ": merge ", m.dump(), " is neither \"a b\" nor [\"a\", \"b\"]");
+    fail(where, ": merge ", describe_json(m), " is neither \"a b\" nor [\"a\", \"b\"]");
+}
+
+// A pattern that matches `literal` exactly: every ASCII character that is not a letter or digit
+// gets a backslash (in PCRE2 a backslash before such a character always means that character),
+// so nothing in the text — "\\E", "(", "|" — can end the quoting or become regex syntax.
+inline std::string regex_for_literal(const std::string& literal) {
+    std::string pattern;
+    for (char c : literal) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x80 && !std::isalnum(u)) pattern += '\\';
+        pattern += c;
+    }
+    return pattern;
 }
 
 // The content of "bos_token"/"eos_token" in tokenizer_config.json: a string or {"content": ...}.
@@ -69,23 +86,25 @@ inline std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
     using nlohmann::json;
     using namespace hf_detail;
     const std::string where = "tokenizer.json '" + path + "'";
-    json j;
-    try {
-        j = json::parse(read_file_bytes(path, "tokenizer.json"));
-    } catch (const json::exception& e) {
-        fail(where, " is not valid JSON: ", e.what());
-    }
+    const json j = parse_untrusted_json(read_file_bytes(path, "tokenizer.json"), where);
     try {
         if (!j.is_object() || !j.contains("model")) fail(where, " has no \"model\" object");
         const json& model = j["model"];
         const std::string type = model.value("type", model.contains("merges") ? "BPE" : "?");
         if (type != "BPE") fail(where, ": model type '", type, "' is not supported (only BPE)");
 
-        // Vocabulary: text -> id, then by id.
+        // Vocabulary: text -> id, then by id. Ids number the vocabulary and the added tokens
+        // together, so none can exceed their count: the largest possible id is known before any
+        // id sizes a table.
+        const json& vocab = model.at("vocab");
+        if (!vocab.is_object()) fail(where, ": model.vocab is ", describe_json(vocab), ", not an object of token -> id");
+        const json no_added = json::array();
+        const json& added = j.contains("added_tokens") ? j["added_tokens"] : no_added;
+        if (!added.is_array()) fail(where, ": added_tokens is ", describe_json(added), ", not an array");
+        const std::int64_t id_limit = static_cast<std::int64_t>(vocab.size() + added.size());
         std::vector<std::string> texts;
-        for (const auto& [text, id_json] : model.at("vocab").items()) {
-            const long long id = id_json.get<long long>();
-            if (id < 0 || id >= (1 << 24)) fail(where, ": token '", text, "' has id ", id);
+        for (const auto& [text, id_json] : vocab.items()) {
+            const int id = json_token_id(id_json, id_limit, where, "token '" + text.substr(0, 40) + "'");
             if (static_cast<size_t>(id) >= texts.size()) texts.resize(static_cast<size_t>(id) + 1);
             texts[id] = text;
         }
@@ -94,15 +113,13 @@ inline std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
 
         std::vector<SpecialToken> specials;
         std::vector<int> special_ids;
-        if (j.contains("added_tokens")) {
-            for (const json& a : j["added_tokens"]) {
-                const std::string content = a.at("content").get<std::string>();
-                if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
-                    fail(where, ": added token '", content, "' uses lstrip/rstrip/single_word (not supported)");
-                const int id = a.at("id").get<int>();
-                specials.push_back({content, id});
-                special_ids.push_back(id);
-            }
+        for (const json& a : added) {
+            const std::string content = a.at("content").get<std::string>();
+            if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
+                fail(where, ": added token '", content, "' uses lstrip/rstrip/single_word (not supported)");
+            const int id = json_token_id(a.at("id"), id_limit, where, "added token '" + content.substr(0, 40) + "'");
+            specials.push_back({content, id});
+            special_ids.push_back(id);
         }
         // BOS/EOS: tokenizer_config.json beside the file names them, if it is there.
         json config;
@@ -110,11 +127,8 @@ inline std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
         const std::string config_path =
             (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "tokenizer_config.json";
         if (std::ifstream(config_path).good()) {
-            try {
-                config = json::parse(read_file_bytes(config_path, "tokenizer_config.json"));
-            } catch (const std::exception& e) {
-                fail("tokenizer_config.json '", config_path, "' beside ", where, " is not valid JSON: ", e.what());
-            }
+            config = parse_untrusted_json(read_file_bytes(config_path, "tokenizer_config.json"),
+                                          "tokenizer_config.json '" + config_path + "' beside " + where);
         }
         std::unordered_map<std::string, int> text_to_id;
         for (size_t id = 0; id < texts.size(); ++id)
@@ -143,7 +157,7 @@ inline std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
                     fail(where, ": Split with behavior '", p.value("behavior", ""), "' is not supported (only Isolated)");
                 const json& pat = p.at("pattern");
                 if (pat.contains("Regex")) patterns.push_back(pat["Regex"].get<std::string>());
-                else patterns.push_back("\\Q" + pat.at("String").get<std::string>() + "\\E");
+                else patterns.push_back(regex_for_literal(pat.at("String").get<std::string>()));
             } else if (t == "Metaspace") {
                 if (p.value("split", true))  // older files: always split
                     fail(where, ": Metaspace with split=true is not supported");
@@ -181,6 +195,9 @@ inline std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
             SentencePieceVocab v;
             v.name = path;
             v.pieces = texts;
+            // Merges come from the list; an empty list means nothing merges (NaN scores: no
+            // merge is derived from them).
+            v.scores.assign(texts.size(), std::numeric_limits<float>::quiet_NaN());
             for (const auto& [l, r] : merges) {
                 const int li = id_of(l), ri = id_of(r);
                 if (li < 0 || ri < 0) fail(where, ": merge '", l, " ", r, "' names a token that is not in the vocabulary");

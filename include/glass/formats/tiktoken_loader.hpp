@@ -13,7 +13,9 @@
 /// ```
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -26,6 +28,7 @@
 #include "glass/tokenize/byte_level.hpp"
 #include "glass/tokenize/byte_level_bpe.hpp"
 #include "glass/errors.hpp"
+#include "glass/formats/json_input.hpp"
 
 namespace glass {
 
@@ -87,6 +90,9 @@ inline TiktokenEncoding tiktoken_encoding(const std::string& name) {
 // The tokens of a .tiktoken file: tokens[rank] = bytes.
 inline std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
     const std::string data = read_file_bytes(path, "tiktoken file");
+    // Ranks number the lines: a rank can be no larger than the file has lines, which bounds the
+    // table before any rank sizes it.
+    const long long n_lines = static_cast<long long>(std::count(data.begin(), data.end(), '\n')) + 1;
     std::vector<std::string> tokens;
     std::string bytes;
     size_t line_no = 0, at = 0;
@@ -104,9 +110,12 @@ inline std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
         long long rank = -1;
         std::istringstream rank_in{std::string(rank_text)};
         if (rank_text.empty() || rank_text.find_first_not_of("0123456789") != std::string_view::npos ||
-            !(rank_in >> rank) || rank >= (1 << 24))
+            !(rank_in >> rank))
             fail("tiktoken file '", path, "' line ", line_no, ": expected 'BASE64 RANK', got '",
                  std::string(line.substr(0, 80)), "'");
+        if (rank >= n_lines || rank >= (1 << 24))
+            fail("tiktoken file '", path, "' line ", line_no, ": rank ", rank, " is outside [0, ",
+                 std::min<long long>(n_lines, 1 << 24), ") (one rank per line of the file)");
         if (!base64_decode(b64, bytes) || bytes.empty())
             fail("tiktoken file '", path, "' line ", line_no, ": '", std::string(b64.substr(0, 80)),
                  "' is not base64 of a non-empty token");
@@ -180,12 +189,9 @@ inline std::pair<std::string, std::string> split_merge_line(std::string_view lin
 
 // GPT-2's encoder.json + vocab.bpe (== r50k_base; <|endoftext|> = 50256 is the one special).
 inline ByteLevelBpe load_gpt2(const std::string& encoder_json_path, const std::string& vocab_bpe_path) {
-    nlohmann::json encoder;
-    try {
-        encoder = nlohmann::json::parse(read_file_bytes(encoder_json_path, "GPT-2 encoder.json"));
-    } catch (const nlohmann::json::exception& e) {
-        fail("GPT-2 encoder.json '", encoder_json_path, "' is not valid JSON: ", e.what());
-    }
+    const std::string where = "GPT-2 encoder.json '" + encoder_json_path + "'";
+    const nlohmann::json encoder =
+        parse_untrusted_json(read_file_bytes(encoder_json_path, "GPT-2 encoder.json"), where);
     if (!encoder.is_object() || encoder.empty())
         fail("GPT-2 encoder.json '", encoder_json_path, "' is not a JSON object of token -> id");
     std::vector<std::string> texts;
@@ -193,9 +199,9 @@ inline ByteLevelBpe load_gpt2(const std::string& encoder_json_path, const std::s
     ByteLevelVocab v;
     v.name = encoder_json_path;
     for (const auto& [text, id_json] : encoder.items()) {
-        if (!id_json.is_number_integer() || id_json.get<long long>() < 0 || id_json.get<long long>() >= (1 << 24))
-            fail("GPT-2 encoder.json '", encoder_json_path, "': token '", text, "' has id ", id_json.dump());
-        const int id = id_json.get<int>();
+        // One id per entry: none can reach the number of entries (checked before it sizes `texts`).
+        const int id = json_token_id(id_json, static_cast<std::int64_t>(encoder.size()), where,
+                                     "token '" + text.substr(0, 40) + "'");
         if (static_cast<size_t>(id) >= texts.size()) texts.resize(static_cast<size_t>(id) + 1);
         texts[id] = text;
         if (text == "<|endoftext|>") {

@@ -50,6 +50,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "glass/formats/json_input.hpp"
 #include "glass/generate.hpp"
 #include "glass/serve/engine.hpp"
 #include "glass/tokenizer.hpp"
@@ -202,10 +203,19 @@ inline std::string render_chat(const json& messages) {
 /// POST /v1/chat/completions (`chat` true). `seed` is used when the request gives none.
 inline CompletionRequest parse_request(const std::string& body, bool chat, const ServedModel& model,
                                        const Tokenizer& tokenizer, std::uint64_t seed) {
+    // Nesting is checked before parsing, as for every untrusted JSON (formats/json_input.hpp):
+    // printing a value for an error message recurses once per level (a 1 MiB body of '[' would
+    // overflow the stack). Any parse error, a number too large for a double (1e400) included, is
+    // the client's.
+    try {
+        check_json_depth(body, "the body");
+    } catch (const Error& e) {
+        throw ApiError(400, e.what(), "", "invalid_json");
+    }
     json j;
     try {
         j = json::parse(body);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
         throw ApiError(400, std::string("the body is not valid JSON: ") + e.what(), "", "invalid_json");
     }
     if (!j.is_object()) throw ApiError(400, "the body must be a JSON object, got " + detail::shown(j), "", "invalid_json");

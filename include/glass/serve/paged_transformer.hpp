@@ -33,6 +33,7 @@
 #include "glass/attention.hpp"
 #include "glass/checkpoint.hpp"
 #include "glass/embedding.hpp"
+#include "glass/kv_cache.hpp"
 #include "glass/mlp.hpp"
 #include "glass/rmsnorm.hpp"
 #include "glass/rope.hpp"
@@ -48,6 +49,7 @@ public:
     PagedKVPool(const ModelConfig& c, int num_blocks, int block_size)
         : num_blocks_(num_blocks), block_size_(block_size) {
         if (num_blocks < 1 || block_size < 1) fail("KV pool of ", num_blocks, " blocks of ", block_size, " positions");
+        check_kv_cache_fits(c, std::int64_t{num_blocks} * block_size, sizeof(float), "KV pool");
         const Eigen::Index rows = static_cast<Eigen::Index>(num_blocks) * block_size;
         keys_.assign(static_cast<size_t>(c.n_layers), RowMatrix::Zero(rows, c.kv_dim()));
         values_.assign(static_cast<size_t>(c.n_layers), RowMatrix::Zero(rows, c.kv_dim()));

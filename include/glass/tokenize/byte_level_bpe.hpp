@@ -62,14 +62,18 @@ struct ByteLevelVocab {
 
 class ByteLevelBpe : public Tokenizer {
 public:
+    static constexpr int kMaxSpecialId = 1 << 24;  // far above any vocabulary (o200k: 200,019)
+
     explicit ByteLevelBpe(ByteLevelVocab vocab)
         : vocab_(std::move(vocab)), pretokenizer_(vocab_.split_patterns) {
         const std::string& name = vocab_.name;
         vocab_size_ = static_cast<int>(vocab_.tokens.size());
         is_special_.assign(vocab_.tokens.size(), 0);
         for (const SpecialToken& s : vocab_.specials) {
-            if (s.id < 0 || s.text.empty())
-                fail(name, ": special token '", s.text, "' has id ", s.id, " (need a text and an id >= 0)");
+            // Bounded before `s.id + 1` (2147483647 + 1 overflows) and before it sizes a table.
+            if (s.id < 0 || s.id >= kMaxSpecialId || s.text.empty())
+                fail(name, ": special token '", s.text.substr(0, 40), "' has id ", s.id, " (need a text and an id in [0, ",
+                     kMaxSpecialId, "))");
             vocab_size_ = std::max(vocab_size_, s.id + 1);
             if (is_special_.size() < static_cast<size_t>(vocab_size_)) is_special_.resize(vocab_size_, 0);
             is_special_[s.id] = 1;

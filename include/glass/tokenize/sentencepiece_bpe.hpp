@@ -27,7 +27,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -43,6 +42,23 @@
 #include "glass/tokenizer.hpp"
 
 namespace glass {
+
+/// The byte a byte-fallback piece stands for: exactly `<0x` + two hex digits + `>` (`<0x0A>` is
+/// 10), else -1. The one parser of these pieces for every loader (llama2.c, GGUF, tokenizer.json):
+/// no sign, no space, no third digit (`<0x-2>` is an ordinary piece, not byte -2).
+inline int byte_piece_value(std::string_view piece) {
+    if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>') return -1;
+    int value = 0;
+    for (char c : piece.substr(3, 2)) {
+        int digit = -1;
+        if (c >= '0' && c <= '9') digit = c - '0';
+        else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+        else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+        if (digit < 0) return -1;
+        value = value * 16 + digit;
+    }
+    return value;  // 0..255
+}
 
 // Everything a SentencePiece-style vocabulary is made of, whatever file it came from.
 struct SentencePieceVocab {
@@ -65,7 +81,7 @@ public:
         if (v_.merges.empty() && v_.scores.size() != v_.pieces.size())
             fail(v_.name, ": ", v_.pieces.size(), " pieces but ", v_.scores.size(), " scores");
         for (int id : {v_.unk_id, v_.bos_id, v_.eos_id})
-            if (id >= n) fail(v_.name, ": special id ", id, " is outside the vocabulary of ", n);
+            if (id < -1 || id >= n) fail(v_.name, ": special id ", id, " is outside the vocabulary of ", n);
         for (const SpecialToken& s : v_.specials)
             if (s.id < 0 || s.id >= n) fail(v_.name, ": special token '", s.text, "' has id ", s.id, " outside [0, ", n, ")");
         specials_ = SpecialMatcher(v_.specials);
@@ -130,7 +146,13 @@ public:
             if (id >= 0) {
                 body.push_back(id);
             } else {
-                for (unsigned char b : ch) body.push_back(byte_id(b) >= 0 ? byte_id(b) : v_.unk_id);
+                for (unsigned char b : ch) {
+                    const int fallback = byte_id(b) >= 0 ? byte_id(b) : v_.unk_id;
+                    if (fallback < 0) fail(v_.name, ": cannot encode ", describe_character(ch),
+                                           ": the vocabulary has no piece for it, no <0x",
+                                           hex_byte(b), "> byte piece and no unknown token");
+                    body.push_back(fallback);
+                }
             }
             i += n;
         }
@@ -158,6 +180,26 @@ public:
     }
 
 private:
+    static std::string hex_byte(unsigned char b) {
+        const char* digits = "0123456789ABCDEF";
+        return {digits[b >> 4], digits[b & 15]};
+    }
+    // 'é' (bytes C3 A9) — the character as text when it is printable ASCII or UTF-8, and its bytes.
+    static std::string describe_character(std::string_view ch) {
+        std::string bytes;  // "C3 A9" (appended piece by piece: GCC 12 warns falsely on a + chain)
+        for (unsigned char b : ch) {
+            if (!bytes.empty()) bytes += ' ';
+            bytes += hex_byte(b);
+        }
+        const bool printable = ch.size() > 1 || (ch[0] >= 0x20 && ch[0] < 0x7F);
+        std::string text;
+        if (printable) {
+            text.append("'").append(ch).append("' (bytes ").append(bytes).append(")");
+        } else {
+            text.append("byte 0x").append(bytes);
+        }
+        return text;
+    }
     int check_id(int id) const {
         if (id < 0 || id >= vocab_size())
             fail("token id ", id, " is outside the vocabulary [0, ", vocab_size(), ")");
@@ -177,12 +219,10 @@ private:
         decoded_text_.resize(v_.pieces.size());
         for (int id = 0; id < n; ++id) {
             const std::string& p = v_.pieces[id];
-            unsigned value = 0;
-            char tail = 0;
-            if (v_.byte_fallback && p.size() == 6 &&
-                std::sscanf(p.c_str(), "<0x%2X%c", &value, &tail) == 2 && tail == '>') {
+            const int value = v_.byte_fallback ? byte_piece_value(p) : -1;  // 0..255 or -1
+            if (value >= 0) {
                 if (byte_to_id_[value] < 0) byte_to_id_[value] = id;
-                id_to_byte_[id] = static_cast<int>(value);
+                id_to_byte_[id] = value;
             }
             std::string& text = decoded_text_[id];  // the piece with the space mark as " "
             for (size_t i = 0; i < p.size();) {
