@@ -33,6 +33,14 @@ bool device_present(std::string* why) {
     return true;
 }
 
+bool runs_on_emulator() {
+#ifdef GLASS_CUDA_EMULATED
+    return true;
+#else
+    return false;
+#endif
+}
+
 std::string device_name() {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -19,7 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "glass/glass.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/formats/tiktoken_loader.hpp"
+#include "glass/tokenize/byte_level_bpe.hpp"
+#include "glass/tokenizer.hpp"
 #include "glass/formats/tiktoken_loader.hpp"
 
 // A piece between quotes, with newlines and other control bytes made visible.

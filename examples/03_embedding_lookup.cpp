@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/embedding.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/tensor.hpp"
 
 static int run(int argc, char** argv) {
     const glass::Model model =

@@ -29,7 +29,13 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/config.hpp"
+#include "glass/embedding.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/rmsnorm.hpp"
+#include "glass/rope.hpp"
+#include "glass/tensor.hpp"
 
 constexpr int kHeadDim = 8;  // the shipped model's head width: 4 pairs
 constexpr float kTheta = 10000.0f;

@@ -18,7 +18,9 @@
 #include <cstdlib>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/attention.hpp"
+#include "glass/errors.hpp"
+#include "glass/tensor.hpp"
 
 static int run(int argc, char** argv) {
     if (argc != 1 && argc != 3) glass::fail("give both components of B's key, or none (got ", argc - 1, " arguments)");

@@ -24,7 +24,18 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/attention.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/config.hpp"
+#include "glass/embedding.hpp"
+#include "glass/errors.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/kv_cache.hpp"
+#include "glass/mlp.hpp"
+#include "glass/rmsnorm.hpp"
+#include "glass/rope.hpp"
+#include "glass/tensor.hpp"
+#include "glass/transformer.hpp"
 
 // The rows layer `layer`'s MLP receives for the prompt `ids` [n, dim]: the layers below run as
 // transformer_block runs them, then this layer's attention half, written out the same way.

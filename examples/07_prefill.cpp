@@ -26,7 +26,15 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/config.hpp"
+#include "glass/embedding.hpp"
+#include "glass/errors.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/kv_cache.hpp"
+#include "glass/rmsnorm.hpp"
+#include "glass/tensor.hpp"
+#include "glass/transformer.hpp"
 
 // Euclidean length of one cached row (zero if the row was never written).
 template <typename Row>

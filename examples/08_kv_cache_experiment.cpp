@@ -24,7 +24,8 @@
 #include <random>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/attention.hpp"
+#include "glass/tensor.hpp"
 
 constexpr int kDim = 4;
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/sampling.hpp"
 
 namespace {
 

@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/transformer.hpp"
 
 // Greedy: the id with the largest logit (the first one on a tie).
 static int argmax(std::span<const float> logits) {

@@ -22,7 +22,12 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/errors.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/generate.hpp"
+#include "glass/metrics.hpp"
+#include "glass/transformer.hpp"
 
 static int run(int argc, char** argv) {
     const glass::Model model =

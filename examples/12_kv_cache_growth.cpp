@@ -24,7 +24,14 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/config.hpp"
+#include "glass/errors.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/kv_cache.hpp"
+#include "glass/metrics.hpp"
+#include "glass/sampling.hpp"
+#include "glass/transformer.hpp"
 #include "svg.hpp"
 
 struct CacheShape {

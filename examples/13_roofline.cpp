@@ -31,7 +31,12 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/config.hpp"
+#include "glass/errors.hpp"
+#include "glass/fast/random_model.hpp"
+#include "glass/metrics.hpp"
+#include "glass/transformer.hpp"
 #include "svg.hpp"
 
 struct Gpu {

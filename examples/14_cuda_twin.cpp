@@ -18,7 +18,18 @@
 #include <string>
 #include <vector>
 
-#include "glass/glass.hpp"
+#include "glass/attention.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/config.hpp"
+#include "glass/embedding.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/generate.hpp"
+#include "glass/mlp.hpp"
+#include "glass/rmsnorm.hpp"
+#include "glass/rope.hpp"
+#include "glass/sampling.hpp"
+#include "glass/tensor.hpp"
+#include "glass/transformer.hpp"
 #include "glass_cuda.hpp"
 
 namespace gc = glass::cuda;

@@ -26,7 +26,8 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/errors.hpp"
+#include "glass/serve/block_manager.hpp"
 
 using glass::serve::BlockManager;
 

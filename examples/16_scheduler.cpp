@@ -25,7 +25,13 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/errors.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/generate.hpp"
+#include "glass/serve/engine.hpp"
+#include "glass/serve/paged_backend.hpp"
+#include "glass/serve/paged_transformer.hpp"
 
 using glass::serve::StepReport;
 

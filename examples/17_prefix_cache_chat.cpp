@@ -34,7 +34,13 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/config.hpp"
+#include "glass/errors.hpp"
+#include "glass/fast/fast_paged_backend.hpp"
+#include "glass/fast/random_model.hpp"
+#include "glass/serve/engine.hpp"
+#include "glass/serve/measure.hpp"
 #include "serving.hpp"
 #include "svg.hpp"
 

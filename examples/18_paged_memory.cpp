@@ -34,7 +34,17 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/config.hpp"
+#include "glass/errors.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/generate.hpp"
+#include "glass/metrics.hpp"
+#include "glass/serve/engine.hpp"
+#include "glass/serve/paged_backend.hpp"
+#include "glass/serve/paged_transformer.hpp"
+#include "glass/serve/request.hpp"
+#include "glass/tokenizer.hpp"
 #include "svg.hpp"
 
 struct Range {

@@ -15,7 +15,14 @@
 #include <vector>
 
 #include "args.hpp"
-#include "glass/glass.hpp"
+#include "glass/config.hpp"
+#include "glass/errors.hpp"
+#include "glass/fast/fast_model.hpp"
+#include "glass/fast/random_model.hpp"
+#include "glass/serve/engine.hpp"
+#include "glass/serve/measure.hpp"
+#include "glass/serve/paged_backend.hpp"
+#include "glass/tokenizer.hpp"
 #include "svg.hpp"
 
 namespace serving {

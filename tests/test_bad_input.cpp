@@ -180,19 +180,36 @@ TEST_CASE("bad input 1: a piece written <0x-2> is ordinary text in all three loa
 
 // ---- 2. deep JSON: depth checked before parsing; messages describe, never dump --------------------
 
+namespace {
+
+// A tokenizer.json (byte-level, 256 byte tokens) whose merges list holds `merge_json`, written into
+// case directory `name`; returns its path.
+std::string tokenizer_json_with_merge(const std::string& name, const std::string& merge_json) {
+    const std::string path = case_dir(name) + "/tokenizer.json";
+    std::string text = hf_byte_level(byte_vocab()).dump();
+    text.replace(text.find("\"merges\":[]"), 11, "\"merges\":[" + merge_json + "]");
+    write_file(path, text);
+    return path;
+}
+
+// GPT-2 files in case directory `name`: encoder.json maps "a" to `id_json`; returns the directory.
+std::string gpt2_files_with_id(const std::string& name, const std::string& id_json) {
+    const std::string dir = case_dir(name);
+    write_file(dir + "/encoder.json", "{\"a\": " + id_json + "}");
+    write_file(dir + "/vocab.bpe", "#version: 0.2\n");
+    return dir;
+}
+
+}  // namespace
+
 TEST_CASE("bad input 2: 200,000 nested '[' are refused before parsing, in every JSON loader") {
     const std::string deep = std::string(200000, '[') + std::string(200000, ']');
     SUBCASE("tokenizer.json merges") {
-        const std::string path = case_dir("deep_merges") + "/tokenizer.json";
-        std::string text = hf_byte_level(byte_vocab()).dump();
-        text.replace(text.find("\"merges\":[]"), 11, "\"merges\":[" + deep + "]");
-        write_file(path, text);
+        const std::string path = tokenizer_json_with_merge("deep_merges", deep);
         expect_error([&] { glass::load_hf_tokenizer(path); }, {"nested more than 64 levels"});
     }
     SUBCASE("encoder.json ids") {
-        const std::string dir = case_dir("deep_encoder");
-        write_file(dir + "/encoder.json", "{\"a\": " + deep + "}");
-        write_file(dir + "/vocab.bpe", "#version: 0.2\n");
+        const std::string dir = gpt2_files_with_id("deep_encoder", deep);
         expect_error([&] { glass::load_gpt2(dir + "/encoder.json", dir + "/vocab.bpe"); },
                      {"encoder.json", "nested more than 64 levels"});
     }
@@ -205,16 +222,11 @@ TEST_CASE("bad input 2: 200,000 nested '[' are refused before parsing, in every 
 TEST_CASE("bad input 2: a bad value inside the depth limit is described, not dumped") {
     const std::string nested = std::string(50, '[') + std::string(50, ']');
     SUBCASE("a merge that is neither \"a b\" nor [a, b]") {
-        const std::string path = case_dir("nested_merge") + "/tokenizer.json";
-        std::string text = hf_byte_level(byte_vocab()).dump();
-        text.replace(text.find("\"merges\":[]"), 11, "\"merges\":[" + nested + "]");
-        write_file(path, text);
+        const std::string path = tokenizer_json_with_merge("nested_merge", nested);
         expect_error([&] { glass::load_hf_tokenizer(path); }, {"merge an array of 1 elements is neither"});
     }
     SUBCASE("an encoder.json id that is an array") {
-        const std::string dir = case_dir("nested_id");
-        write_file(dir + "/encoder.json", "{\"a\": " + nested + "}");
-        write_file(dir + "/vocab.bpe", "#version: 0.2\n");
+        const std::string dir = gpt2_files_with_id("nested_id", nested);
         expect_error([&] { glass::load_gpt2(dir + "/encoder.json", dir + "/vocab.bpe"); },
                      {"token 'a' has id an array of 1 elements, which is not an integer"});
     }

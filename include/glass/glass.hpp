@@ -7,10 +7,11 @@
 /// ```
 #pragma once
 
-// Foundations: how errors are reported, the matrix types, the shape of a model.
+// Foundations: how errors are reported, the matrix types, the shape of a model, room in memory.
 #include "glass/errors.hpp"
 #include "glass/tensor.hpp"
 #include "glass/config.hpp"
+#include "glass/memory_budget.hpp"
 
 // 0. Weights: a llama2.c checkpoint, mmap'd and validated.
 #include "glass/checkpoint.hpp"

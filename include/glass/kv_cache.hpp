@@ -13,8 +13,6 @@
 /// ```
 #pragma once
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -22,31 +20,10 @@
 
 #include "glass/config.hpp"
 #include "glass/errors.hpp"
+#include "glass/memory_budget.hpp"
 #include "glass/tensor.hpp"
 
 namespace glass {
-
-/// Bytes of memory this machine has (physical pages times page size); 0 when the system does not say.
-inline std::int64_t physical_memory_bytes() {
-    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-    std::int64_t bytes = 0;
-    if (pages <= 0 || page <= 0 || __builtin_mul_overflow(std::int64_t{pages}, std::int64_t{page}, &bytes)) return 0;
-    return bytes;
-}
-
-/// "64.0 GiB".
-inline std::string gib_text(std::int64_t bytes) {
-    char text[48];
-    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-    return text;
-}
-
-/// Fails when `bytes` (what `what` needs) is more than this machine's memory: before allocating.
-inline void check_fits_in_memory(std::int64_t bytes, const std::string& what) {
-    const std::int64_t memory = physical_memory_bytes();
-    if (memory > 0 && bytes > memory)
-        fail(what, " needs ", gib_text(bytes), ", more than this machine's ", gib_text(memory), " of memory");
-}
 
 /// \brief Bytes of K and V for `positions` positions of every layer — 2 · n_layers · positions ·
 /// n_kv_heads · head_dim · `bytes_per_value` — checked BEFORE anything is allocated.
@@ -61,12 +38,12 @@ inline std::int64_t check_kv_cache_fits(const ModelConfig& c, std::int64_t posit
     const std::int64_t factors[] = {c.n_layers, positions, c.n_kv_heads, c.head_dim()};
     bool overflow = false;
     for (std::int64_t f : factors) overflow = overflow || f < 0 || __builtin_mul_overflow(bytes, f, &bytes);
-    const std::int64_t memory = physical_memory_bytes();
-    if (overflow || (memory > 0 && bytes > memory))
-        fail("the KV cache for the ", what, " needs ", overflow ? std::string("more than 8 EiB") : gib_text(bytes),
-             " (2 x n_layers ", c.n_layers, " x ", positions, " positions x n_kv_heads ", c.n_kv_heads,
-             " x head_dim ", c.head_dim(), " x ", bytes_per_value, " bytes), more than this machine's ",
-             gib_text(memory), " of memory");
+    const std::string what_needs = std::string("the KV cache for the ") + what;
+    const std::string how = " (2 x n_layers " + std::to_string(c.n_layers) + " x " + std::to_string(positions) +
+                            " positions x n_kv_heads " + std::to_string(c.n_kv_heads) + " x head_dim " +
+                            std::to_string(c.head_dim()) + " x " + std::to_string(bytes_per_value) + " bytes)";
+    if (overflow) fail(what_needs, " needs more than 8 EiB", how);
+    check_fits_in_memory(bytes, what_needs, how);
     return bytes;
 }
 

@@ -44,6 +44,7 @@
 #include "glass/fast/buffer.hpp"
 #include "glass/fast/fast_model.hpp"
 #include "glass/kv_cache.hpp"
+#include "glass/memory_budget.hpp"
 #include "glass/serve/paged_backend.hpp"
 
 namespace glass::fast {
