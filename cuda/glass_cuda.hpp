@@ -274,6 +274,7 @@ public:
     void write(int layer, IntArg start_pos, const float* d_k, const float* d_v, int n_new);
     void advance(int n_new);
     void clear() { length_ = 0; }
+    void rewind(int position);  // speculative decoding's rollback: the length goes back
     const float* keys(int layer) const;    // [seq_len, kv_dim] (rows 0..length-1 valid)
     const float* values(int layer) const;
     std::int64_t bytes_used(const ModelConfig& c) const { return c.kv_bytes_per_token() * length_; }
@@ -321,8 +322,12 @@ public:
     void reset() override { cache_.clear(); }
     std::span<const float> prefill(std::span<const int> ids) override;
     std::span<const float> decode(int id) override;
+    // Speculative decoding: one pass keeping every row's logits [n, vocab]; rollback by length.
+    std::span<const float> verify(std::span<const int> ids) override;
+    void rewind(int position) override { cache_.rewind(position); }
     std::int64_t kv_bytes_used() const override { return cache_.bytes_used(config_); }
     std::int64_t weight_bytes() const override { return weights_.bytes_per_forward; }
+    const char* backend_name() const override { return "the CUDA backend"; }
 
     const float* device_logits() const { return logits_dev_.f32(); }  // [vocab], last forward
     const CudaOptions& options() const { return options_; }
@@ -330,8 +335,10 @@ public:
 
 private:
     std::span<const float> forward(std::span<const int> ids);
-    // Queues a whole forward pass of n tokens (ids already on the device) into logits_dev_.
-    void enqueue_forward(const int* d_ids, int n, IntArg start_pos, IntArg n_keys, bool decode_kernel);
+    // Queues a whole forward pass of n tokens (ids already on the device) into logits_dev_ (the
+    // last row's logits), or into every_row [n, vocab] when given.
+    void enqueue_forward(const int* d_ids, int n, IntArg start_pos, IntArg n_keys, bool decode_kernel,
+                         float* every_row = nullptr);
     std::span<const float> decode_with_graph(int id);
     void ensure_scratch(int n_tokens, std::int64_t score_floats);
 
@@ -345,6 +352,9 @@ private:
     int scratch_generation_ = 0;  // +1 whenever a scratch buffer moves (a graph holds their addresses)
     DeviceBuffer ids_, x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, scores_, logits_dev_;
     std::vector<float> logits_;
+    DeviceBuffer rows_logits_dev_;   // verify's [n, vocab], grown as needed
+    std::int64_t rows_logits_capacity_ = 0;
+    std::vector<float> rows_logits_;
     // The decode graph: recorded at the first decode, replayed by every later one. step_ holds
     // {id, position, position + 1} on the device, rewritten before each replay.
     DeviceGraph decode_graph_;

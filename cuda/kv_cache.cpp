@@ -38,6 +38,11 @@ void DeviceKVCache::write(int layer, IntArg start_pos, const float* d_k, const f
 
 void DeviceKVCache::advance(int n_new) { length_ += n_new; }
 
+void DeviceKVCache::rewind(int position) {
+    check_rewind(position, length_);
+    length_ = position;
+}
+
 const float* DeviceKVCache::keys(int layer) const { return keys_.f32() + layer_offset(layer); }
 const float* DeviceKVCache::values(int layer) const { return values_.f32() + layer_offset(layer); }
 

@@ -153,10 +153,32 @@ std::span<const float> CudaSession::forward(std::span<const int> ids) {
     return logits_;
 }
 
+// Speculative decoding's check: forward() over ids, keeping every row's logits.
+std::span<const float> CudaSession::verify(std::span<const int> ids) {
+    const ModelConfig& c = config_;
+    check_forward_input(c, cache_.length(), ids);
+    const int n = static_cast<int>(ids.size());
+    const int start_pos = cache_.length();
+    ensure_scratch(n, std::int64_t{c.n_heads} * n * (start_pos + n));
+    const std::int64_t floats = std::int64_t{n} * c.vocab_size;
+    if (floats > rows_logits_capacity_) {
+        rows_logits_dev_ = DeviceBuffer(static_cast<std::size_t>(floats) * sizeof(float));
+        rows_logits_capacity_ = floats;
+    }
+    poison(rows_logits_dev_.f32(), static_cast<std::size_t>(floats));  // every row must be written
+    upload(ids_.data(), ids.data(), ids.size_bytes());
+    enqueue_forward(ids_.i32(), n, start_pos, start_pos + n, /*decode_kernel=*/false, rows_logits_dev_.f32());
+    cache_.advance(n);
+    rows_logits_.resize(static_cast<std::size_t>(floats));
+    download(rows_logits_.data(), rows_logits_dev_.data(), rows_logits_.size() * sizeof(float));  // waits
+    return rows_logits_;
+}
+
 // Every launch of one forward pass, in order; nothing here waits for the GPU, so the same calls can
 // run directly or be recorded into the decode graph. start_pos and n_keys (= start_pos + n) are
 // IntArgs: plain numbers, or (in the graph) ints the kernels read from step_.
-void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, IntArg n_keys, bool decode_kernel) {
+void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, IntArg n_keys, bool decode_kernel,
+                                  float* every_row) {
     const ModelConfig& c = config_;
     const MatmulKernel mm = options_.matmul;
     const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim()};
@@ -187,6 +209,11 @@ void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, Int
         residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
     }
 
+    if (every_row) {  // verify: final norm of every row, then the classifier over all of them
+        rmsnorm(x_.f32(), weights_.rms_final.f32(), n, c.dim, c.norm_eps, xn_.f32());
+        matmul(mm, xn_.f32(), n, weights_.classifier, every_row);  // [n, vocab]
+        return;
+    }
     // Only the last position's logits: final norm of its row, then the classifier.
     const float* last = x_.f32() + static_cast<std::size_t>(n - 1) * static_cast<std::size_t>(c.dim);
     rmsnorm(last, weights_.rms_final.f32(), 1, c.dim, c.norm_eps, xn_.f32());

@@ -1,5 +1,6 @@
 // glass generate — the main job: prompt in, streamed text and timings out.
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -43,6 +44,32 @@ std::unique_ptr<glass::Session> make_session(const std::string& device, const gl
 #endif
 }
 
+// --draft SPEC: layers:N (the target's first N layers), ngram or ngram:N (prompt lookup), or the
+// path of a llama2.c checkpoint with the target's vocabulary (a smaller model).
+// A model draft runs on the same backend as the target (`session_for`).
+std::unique_ptr<glass::Drafter> make_drafter(
+    const std::string& spec, const glass::Model& target, std::vector<std::unique_ptr<glass::Model>>& keep_alive,
+    const std::function<std::unique_ptr<glass::Session>(const glass::Model&)>& session_for) {
+    const auto number_after = [&](std::size_t colon) {
+        const std::string n = spec.substr(colon + 1);
+        if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
+            throw UsageError("--draft " + spec + ": expected a number after ':'");
+        return std::stoi(n);
+    };
+    if (spec == "ngram") return std::make_unique<glass::NgramDrafter>(3);
+    if (spec.starts_with("ngram:")) return std::make_unique<glass::NgramDrafter>(number_after(5));
+    if (spec.starts_with("layers:")) {
+        keep_alive.push_back(std::make_unique<glass::Model>(glass::first_layers(target, number_after(6))));
+        return std::make_unique<glass::ModelDrafter>(session_for(*keep_alive.back()), spec);
+    }
+    keep_alive.push_back(std::make_unique<glass::Model>(glass::load_llama2c_checkpoint(spec)));
+    const glass::Model& draft = *keep_alive.back();
+    if (draft.config.vocab_size != target.config.vocab_size)
+        glass::fail("--draft ", spec, ": its vocabulary has ", draft.config.vocab_size, " tokens, the target's ",
+                    target.config.vocab_size, " (a draft model must share the target's tokenizer)");
+    return std::make_unique<glass::ModelDrafter>(session_for(draft), spec);
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
@@ -51,7 +78,8 @@ int cmd_generate(int argc, char** argv) {
                              {"--top-k", true}, {"--min-p", true}, {"--seed", true},
                              {"--stop", true}, {"--json", false}, {"--roofline", false},
                              {"--device", true}, {"--precision", true}, {"--threads", true},
-                             {"--cuda-graph", false}, {"--top-logprobs", true}});
+                             {"--cuda-graph", false}, {"--top-logprobs", true},
+                             {"--draft", true}, {"--draft-k", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -70,6 +98,12 @@ int cmd_generate(int argc, char** argv) {
     if (threads && device != "cpu") throw UsageError("--threads applies to --device cpu");
     if (threads && (*threads < 1 || *threads > 256))
         throw UsageError("--threads must be in [1, 256], got " + std::to_string(*threads));
+
+    // Speculative decoding (speculative.hpp): --draft SPEC, --draft-k K tokens drafted per round.
+    const std::string draft_spec = flags.get("--draft", "");
+    const int draft_k = flags.number<int>("--draft-k").value_or(4);
+    if (flags.has("--draft-k") && draft_spec.empty()) throw UsageError("--draft-k applies with --draft");
+    if (draft_k < 1 || draft_k > 16) throw UsageError("--draft-k must be in [1, 16], got " + std::to_string(draft_k));
 
     glass::GenerateOptions options;
     options.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
@@ -107,10 +141,22 @@ int cmd_generate(int argc, char** argv) {
                      steps.value_or(256), n_prompt);
 
     const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"));
+    std::vector<std::unique_ptr<glass::Model>> draft_models;
+    const std::unique_ptr<glass::Drafter> drafter =
+        draft_spec.empty() ? nullptr : make_drafter(draft_spec, model, draft_models, [&](const glass::Model& m) {
+            return make_session(device, m, precision, threads, false);  // the draft runs where the model does
+        });
     std::cout << glass::utf8::sanitize(prompt) << std::flush;
-    const glass::GenerateResult r = glass::generate(*session, tok, prompt, options, [](std::string_view text) {
-        std::cout << text << std::flush;
-    });
+    const auto print = [](std::string_view text) { std::cout << text << std::flush; };
+    glass::SpeculativeStats spec;
+    glass::GenerateResult r;
+    if (drafter) {
+        glass::SpeculativeResult s = glass::generate_speculative(*session, *drafter, tok, prompt, options, {draft_k}, print);
+        r = std::move(s.result);
+        spec = std::move(s.stats);
+    } else {
+        r = glass::generate(*session, tok, prompt, options, print);
+    }
     std::cout << "\n" << std::flush;  // the story first, then the timings on stderr
 
     const glass::GenerationMetrics& m = r.metrics;
@@ -119,6 +165,11 @@ int cmd_generate(int argc, char** argv) {
                  "%.1f tokens/s decode | %.1f tokens/s end to end\n",
                  m.prompt_tokens, m.generated_tokens, glass::to_string(r.stop_reason), m.ttft_ms,
                  m.tpot_ms, m.decode_tokens_per_s, m.tokens_per_s);
+    if (drafter)
+        std::fprintf(stderr, "[draft %s, k %d] %lld of %lld drafted tokens accepted (%.1f%%); %d target passes for %d tokens\n",
+                     drafter->name().c_str(), draft_k, static_cast<long long>(spec.accepted),
+                     static_cast<long long>(spec.proposed), 100.0 * spec.acceptance_rate(), spec.target_passes,
+                     m.generated_tokens);
     double bandwidth_bound = 0;
     if (flags.has("--roofline")) {
         // C7: each decoded token reads every weight once (plus the cache so far).
@@ -157,6 +208,14 @@ int cmd_generate(int argc, char** argv) {
             {"weight_bytes_per_token", m.weight_bytes_per_token},
         };
         if (bandwidth_bound > 0) j["bandwidth_bound_tokens_per_s"] = bandwidth_bound;
+        if (drafter) {
+            j["draft"] = drafter->name();
+            j["draft_k"] = draft_k;
+            j["draft_proposed"] = spec.proposed;
+            j["draft_accepted"] = spec.accepted;
+            j["acceptance_rate"] = spec.acceptance_rate();
+            j["target_passes"] = spec.target_passes;
+        }
         if (!r.logprobs.empty()) {  // "token": the text the id adds after the token before it
             nlohmann::json steps = nlohmann::json::array();
             for (std::size_t i = 0; i < r.logprobs.size(); ++i) {

@@ -3,6 +3,7 @@
 //   glass generate [-m MODEL] [-t TOKENIZER] -p PROMPT [-n STEPS | --max-new-tokens N]
 //                  [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
 //                  [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda] ...
+//                  [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //   glass chat [-m MODEL] [-t TOKENIZER] [--system TEXT] [--max-new-tokens N]
 //              [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--json]
 //   glass tokenize [-t TOKENIZER] [--bos] [--eos] [--json] SOURCE    SOURCE: [--] TEXT | -f FILE | -
@@ -39,6 +40,7 @@ const Command kCommands[] = {
      "                 [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
      "                 [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda]\n"
      "                 [--precision fp32|fp16|bf16|q8] [--threads N] [--cuda-graph]\n"
+     "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]\n"
      "      -n STEPS counts positions including the prompt (as llama2.c's run.c); default 256.\n"
      "      Defaults: the shipped model and tokenizer, temperature 1.0, top-p 0.9 (run.c's),\n"
      "      seed from the clock. --temperature 0 is greedy. --roofline also measures read\n"
@@ -48,7 +50,13 @@ const Command kCommands[] = {
      "      On the CPU, --threads or --precision selects the fast path (fast/fast_session.hpp)\n"
      "      instead of the plain reference; q8 (Q8_0 blocks) is CPU-only. --top-logprobs K\n"
      "      (0..20) adds to the --json record each step's log-probability of the chosen token\n"
-     "      and of the K most likely ones (the model's own, temperature 1, before truncation).\n"},
+     "      and of the K most likely ones (the model's own, temperature 1, before truncation).\n"
+     "      --draft: speculative decoding (C15), on every backend: a draft proposes K tokens\n"
+     "      (default 4, at most 16) and the model checks them in one pass; greedy output is\n"
+     "      unchanged, sampled output keeps its distribution. The draft is the model's first N\n"
+     "      layers (layers:N), prompt lookup of the last N tokens (ngram, ngram:N; N = 3), or a\n"
+     "      smaller llama2.c checkpoint with the same vocabulary. --json adds draft_proposed,\n"
+     "      draft_accepted, acceptance_rate and target_passes.\n"},
     {"chat", cli::cmd_chat,
      "  glass chat [-m MODEL] [-t TOKENIZER] [--system TEXT] [--max-new-tokens N]\n"
      "             [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--json]\n"

@@ -193,14 +193,10 @@ inline void finish_metrics(GenerationMetrics& m, int n_prompt) {
 /// llama2.c's `-n steps` counts positions including the prompt; this many tokens get generated.
 inline int new_tokens_for_steps(int steps, int n_prompt) { return std::max(0, steps - n_prompt + 1); }
 
-/// generate() for a prompt that is already token ids (BOS included if wanted): the loop itself.
-/// Timings are measured from `t0`, the request's start (by default: now).
-inline GenerateResult generate_from_ids(Session& session, const Tokenizer& tokenizer, std::vector<int> prompt_ids,
-                                        const GenerateOptions& options,
-                                        const std::function<void(std::string_view)>& on_text = {},
-                                        std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) {
-    using clock = std::chrono::steady_clock;
-    const auto ms_since_start = [t0] { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
+/// What generate() refuses before any pass, naming the value: bad options, a tokenizer for another
+/// vocabulary, an empty prompt, a prompt longer than the context window.
+inline void check_generate_request(const Session& session, const Tokenizer& tokenizer, const GenerateOptions& options,
+                                   const std::vector<int>& prompt_ids) {
     validate(options.sampling);
     if (options.max_new_tokens < 0) fail("max new tokens must be >= 0, got ", options.max_new_tokens);
     if (options.top_logprobs < 0 || options.top_logprobs > kMaxTopLogprobs)
@@ -210,16 +206,34 @@ inline GenerateResult generate_from_ids(Session& session, const Tokenizer& token
         fail("tokenizer has ", tokenizer.vocab_size(), " pieces but the model's vocabulary has ",
              config.vocab_size);
     if (prompt_ids.empty()) fail("a prompt needs at least one token");
+    if (static_cast<std::int64_t>(prompt_ids.size()) > config.seq_len)
+        fail("prompt of ", prompt_ids.size(), " tokens is longer than the context window of ", config.seq_len);
+}
 
+/// A result holding the prompt and what each token costs to compute, before any pass.
+inline GenerateResult new_result(const Session& session, std::vector<int> prompt_ids) {
     GenerateResult r;
-    GenerationMetrics& m = r.metrics;
     r.prompt_ids = std::move(prompt_ids);
-    const int n_prompt = static_cast<int>(r.prompt_ids.size());
-    if (n_prompt > config.seq_len)
-        fail("prompt of ", n_prompt, " tokens is longer than the context window of ", config.seq_len);
-    m.prompt_tokens = n_prompt;
-    m.kv_bytes_per_token = config.kv_bytes_per_token();
-    m.weight_bytes_per_token = session.weight_bytes();
+    r.metrics.prompt_tokens = static_cast<int>(r.prompt_ids.size());
+    r.metrics.kv_bytes_per_token = session.config().kv_bytes_per_token();
+    r.metrics.weight_bytes_per_token = session.weight_bytes();
+    return r;
+}
+
+/// generate() for a prompt that is already token ids (BOS included if wanted): the loop itself.
+/// Timings are measured from `t0`, the request's start (by default: now).
+inline GenerateResult generate_from_ids(Session& session, const Tokenizer& tokenizer, std::vector<int> prompt_ids,
+                                        const GenerateOptions& options,
+                                        const std::function<void(std::string_view)>& on_text = {},
+                                        std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) {
+    using clock = std::chrono::steady_clock;
+    const auto ms_since_start = [t0] { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
+    check_generate_request(session, tokenizer, options, prompt_ids);
+    const ModelConfig& config = session.config();
+
+    GenerateResult r = new_result(session, std::move(prompt_ids));
+    GenerationMetrics& m = r.metrics;
+    const int n_prompt = m.prompt_tokens;
     if (options.max_new_tokens == 0) return r;
 
     Llama2cRng rng(options.seed);

@@ -52,6 +52,7 @@
 #include "glass/streaming.hpp"      // 8. text out, whole characters only
 #include "glass/metrics.hpp"        // 9. TTFT, TPOT, bandwidth bound
 #include "glass/generate.hpp"       // 6-8. the loop: prefill once, decode until done
+#include "glass/speculative.hpp"    // the loop with a drafter: k guesses, one target pass checks them
 
 // Serving many requests at once: requests, the block pool with its prefix cache, the scheduler,
 // the batched paged forward pass, the engine that steps them; then what a server counts, the

@@ -60,6 +60,12 @@ inline void check_kv_write(int length, int capacity, int start_pos, std::int64_t
         fail("KV cache: position ", start_pos + n_new - 1, " is past the context window of ", capacity);
 }
 
+/// A cache holding `length` positions can go back to any of 0..length, not forward.
+inline void check_rewind(int position, int length) {
+    if (position < 0 || position > length)
+        fail("KV cache: cannot rewind to position ", position, ": it holds positions 0..", length - 1);
+}
+
 /// \brief The KV cache of one sequence on the CPU: per layer, K and V as `[seq_len, kv_dim]`
 /// matrices, row p for position p.
 ///
@@ -99,6 +105,13 @@ public:
 
     /// Forgets every position (a new sequence); the memory stays allocated.
     void clear() { length_ = 0; }
+
+    /// Forgets positions `position ..` (speculative decoding's rollback of rejected drafts): the
+    /// length goes back and the next write lands at `position`; no row is copied or cleared.
+    void rewind(int position) {
+        check_rewind(position, length_);
+        length_ = position;
+    }
 
     /// Bytes of K and V in use right now (fp32): `kv_bytes_per_token` times length().
     std::int64_t bytes_used(const ModelConfig& c) const { return c.kv_bytes_per_token() * length_; }

@@ -86,14 +86,11 @@ inline void check_forward_input(const ModelConfig& c, int cache_length, std::spa
             fail("token id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
 }
 
-/// \brief The model's forward pass: runs `ids` through every layer at positions
-/// `cache.length() ..` and returns the last position's logits `[vocab]`.
-///
-/// Prefill passes the whole prompt, decode one id; both append their K/V rows to `cache`.
+/// \brief Every layer over `ids` at positions `cache.length() ..`: the residual stream after the
+/// last layer `[n, dim]`, before the final norm. The ids' K/V rows are now in `cache`.
 /// `trace` (optional) receives every layer's attention weights and residual norms (trace.hpp).
-inline std::vector<float> transformer_forward(const Model& m, KVCache& cache,
-                                              std::span<const int> ids,
-                                              ForwardTrace* trace = nullptr) {
+inline RowMatrix forward_layers(const Model& m, KVCache& cache, std::span<const int> ids,
+                                ForwardTrace* trace = nullptr) {
     const ModelConfig& c = m.config;
     check_forward_input(c, cache.length(), ids);
 
@@ -102,13 +99,35 @@ inline std::vector<float> transformer_forward(const Model& m, KVCache& cache,
     for (int l = 0; l < c.n_layers; ++l)
         transformer_block(c, m.layers[l], l, x, cache, trace ? &trace->layers[static_cast<size_t>(l)] : nullptr);
     cache.advance(static_cast<int>(ids.size()));
+    return x;
+}
 
-    const RowMatrix last = x.bottomRows(1);
-    const RowMatrix h = rmsnorm(last, m.final_norm(), c.norm_eps);  // [1, dim]
-    std::vector<float> logits(static_cast<size_t>(c.vocab_size));
-    Eigen::Map<Eigen::RowVectorXf>(logits.data(), c.vocab_size) =
-        h * m.output_classifier().transpose();  // [1, vocab]
+/// Final norm and classifier on rows `[r, dim]` of the residual stream: logits `[r, vocab]`,
+/// row-major in one vector.
+inline std::vector<float> classify(const Model& m, const RowMatrix& rows) {
+    const ModelConfig& c = m.config;
+    const RowMatrix h = rmsnorm(rows, m.final_norm(), c.norm_eps);  // [r, dim]
+    std::vector<float> logits(static_cast<size_t>(rows.rows()) * static_cast<size_t>(c.vocab_size));
+    Eigen::Map<RowMatrix>(logits.data(), rows.rows(), c.vocab_size) =
+        h * m.output_classifier().transpose();  // [r, vocab]
     return logits;
+}
+
+/// \brief The model's forward pass: runs `ids` through every layer at positions
+/// `cache.length() ..` and returns the last position's logits `[vocab]`.
+///
+/// Prefill passes the whole prompt, decode one id; both append their K/V rows to `cache`.
+inline std::vector<float> transformer_forward(const Model& m, KVCache& cache,
+                                              std::span<const int> ids,
+                                              ForwardTrace* trace = nullptr) {
+    const RowMatrix x = forward_layers(m, cache, ids, trace);
+    return classify(m, x.bottomRows(1));
+}
+
+/// The same pass, returning every position's logits `[n, vocab]` (row i predicts the token after
+/// ids[i]): speculative decoding checks all drafted tokens with one of these (speculative.hpp).
+inline std::vector<float> transformer_forward_all(const Model& m, KVCache& cache, std::span<const int> ids) {
+    return classify(m, forward_layers(m, cache, ids));
 }
 
 /// \brief The CPU backend: one model, one sequence, one KV cache.
@@ -135,6 +154,12 @@ public:
         logits_ = transformer_forward(model_, cache_, one);
         return logits_;
     }
+    std::span<const float> verify(std::span<const int> ids) override {
+        logits_ = transformer_forward_all(model_, cache_, ids);
+        return logits_;
+    }
+    void rewind(int position) override { cache_.rewind(position); }
+    const char* backend_name() const override { return "the CPU reference"; }
 
     const KVCache& cache() const { return cache_; }
     const Model& model() const { return model_; }

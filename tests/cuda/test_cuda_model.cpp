@@ -18,6 +18,7 @@
 
 #include "../serve_workloads.hpp"
 #include "../test_support.hpp"
+#include "glass/speculative.hpp"
 #include "glass_cuda.hpp"
 #include "paged.hpp"
 
@@ -316,6 +317,54 @@ TEST_CASE("fp16 and bf16 weights: equal to the CPU on the same rounded weights, 
     }
 }
 
+TEST_CASE("speculative decoding: verify's rows and rewind as on the CPU; greedy goldens with a draft") {
+    gc::CudaSession gpu(test::shipped());
+    glass::CpuSession cpu(test::shipped());
+    const int vocab = gpu.config().vocab_size;
+    const std::vector<int> prompt = {1, 403, 407}, chunk = {261, 378, 5, 9, 300};
+    gpu.prefill(prompt);
+    cpu.prefill(prompt);
+    const std::span<const float> g_rows = gpu.verify(chunk);
+    const std::vector<float> g(g_rows.begin(), g_rows.end());
+    const std::span<const float> c = cpu.verify(chunk);
+    REQUIRE(g.size() == chunk.size() * std::size_t(vocab));
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+        CAPTURE(i);
+        CHECK(relative_error(std::span<const float>(g).subspan(i * vocab, vocab), c.subspan(i * vocab, vocab)) <= kF32);
+    }
+    CHECK(gpu.position() == 8);
+    gpu.rewind(4);  // keep the first drafted position, as after one accepted token
+    cpu.rewind(4);
+    CHECK(gpu.position() == 4);
+    CHECK_THROWS_WITH_AS(gpu.rewind(5), doctest::Contains("cannot rewind to position 5"), glass::Error);
+    CHECK(relative_error(gpu.decode(17), cpu.decode(17)) <= kF32);
+
+    // Whole generations: the target on the device (launched and graph-replayed decode), the draft
+    // (the first 4 layers) on the CPU; greedy ids must be the goldens'.
+    const glass::Model draft_model = glass::first_layers(test::shipped(), 4);
+    for (const bool graph : {false, true}) {
+        CAPTURE(graph);
+        gc::CudaOptions options;
+        options.graph = graph;
+        gc::CudaSession target(test::shipped(), options);
+        glass::ModelDrafter drafter(std::make_unique<glass::CpuSession>(draft_model), "layers:4");
+        int records = 0;
+        std::int64_t accepted = 0;
+        for (const auto& rec : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
+            const std::string name = rec["case"].get<std::string>();
+            if (!variant_golden(name)) continue;
+            CAPTURE(name);
+            const glass::SpeculativeResult s = glass::generate_speculative_from_ids(
+                target, drafter, test::shipped_tok(), test::ids_of(rec["prompt_ids"]), golden_run_options(rec), {4});
+            CHECK(s.result.generated_ids == golden_run(rec).want);
+            accepted += s.stats.accepted;
+            ++records;
+        }
+        CHECK(records >= (kSmall ? 1 : 4));
+        if (!kSmall) CHECK(accepted > 0);  // the small size's 4 tokens may keep no guess
+    }
+}
+
 TEST_CASE("positions, reset and bad input behave as on the CPU") {
     gc::CudaSession gpu(test::shipped());
     const glass::ModelConfig& c = gpu.config();
@@ -491,6 +540,12 @@ TEST_CASE("glass generate --device cuda prints llama2.c's story") {
         const auto half = test::run(glass + " generate --device cuda --precision fp16 "
                                                       "--temperature 0 -n 32 -p 'Once upon a time'");
         CHECK(half.exit_code == 0);
+        // Speculative decoding on the device, the draft (the first 4 layers) there too.
+        const auto drafted = test::run(glass + " generate --device cuda --draft layers:4 --temperature 0 -n 32 -p " +
+                                       test::sh(rec["prompt"].get<std::string>()));
+        CHECK(drafted.exit_code == 0);
+        CHECK(drafted.out == rec["stdout_exact"].get<std::string>());
+        CHECK(drafted.err.find("drafted tokens accepted") != std::string::npos);
     }
 }
 

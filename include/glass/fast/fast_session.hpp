@@ -62,6 +62,7 @@ public:
     std::int64_t kv_bytes_used() const override { return c_.kv_bytes_per_token() * length_; }
     // Bytes streamed per decoded token: every packed matrix (classifier included) + the norms.
     std::int64_t weight_bytes() const override { return m_.weight_bytes(); }
+    const char* backend_name() const override { return "the fast CPU path (--threads/--precision)"; }
 
     std::span<const float> prefill(std::span<const int> ids) override {
         check_ids(ids);
@@ -74,6 +75,21 @@ public:
         check_ids(one);
         forward(one);
         return {logits_, static_cast<size_t>(c_.vocab_size)};
+    }
+    // Speculative decoding: prefill's pass keeping every row's logits [n, vocab]; and rollback,
+    // which is only a length here too (position p's K/V live in cache row p).
+    std::span<const float> verify(std::span<const int> ids) override {
+        check_ids(ids);
+        const size_t vocab = static_cast<size_t>(c_.vocab_size);
+        every_row_logits_.resize(ids.size() * vocab);
+        for (size_t done = 0; done < ids.size(); done += static_cast<size_t>(chunk_))
+            forward(ids.subspan(done, std::min(ids.size() - done, static_cast<size_t>(chunk_))),
+                    every_row_logits_.data() + done * vocab);
+        return every_row_logits_;
+    }
+    void rewind(int position) override {
+        check_rewind(position, length_);
+        length_ = position;
     }
 
     int threads() const { return m_.threads(); }
@@ -185,7 +201,9 @@ private:
         m_.pool().run(c_.n_heads, job);
     }
 
-    void forward(std::span<const int> ids) {
+    // Runs ids at positions length_ ..; the last row's logits go to logits_, or, given
+    // `every_row` [n, vocab], every row's (speculative decoding's verify).
+    void forward(std::span<const int> ids, float* every_row = nullptr) {
         const int n = static_cast<int>(ids.size()), start = length_;
         const int dim = c_.dim, kv_dim = c_.kv_dim();
         for (int t = 0; t < n; ++t)
@@ -210,6 +228,12 @@ private:
             m_.finish_layer(w, att_, x_, xn_, gate_, up_, n);  // x += att Woᵀ, then the MLP
         }
         length_ += n;
+        if (every_row) {
+            m_.rmsnorm(x_, m_.model().rms_final, xn_, n);
+            const Product cls[] = {{&m_.classifier(), xn_, dim, every_row, c_.vocab_size, false}};
+            m_.run_products(cls, n);
+            return;
+        }
         // Only the last position's logits are needed (the next token's distribution).
         m_.rmsnorm(x_ + std::int64_t{n - 1} * dim, m_.model().rms_final, xn_, 1);
         const Product cls[] = {{&m_.classifier(), xn_, dim, logits_, c_.vocab_size, false}};
@@ -219,6 +243,7 @@ private:
     FastModel m_;             // packed weights, threads, kernels, products, norms, RoPE
     ModelConfig c_;
     HugeBuffer activations_;  // everything below
+    std::vector<float> every_row_logits_;  // verify's [n, vocab]
     int chunk_ = 0;
     int length_ = 0;  // positions in the KV cache
     float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *att_ = nullptr, *gate_ = nullptr,

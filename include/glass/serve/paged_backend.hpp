@@ -87,6 +87,7 @@ public:
     void reset() override { length_ = 0; }
     std::int64_t kv_bytes_used() const override { return config().kv_bytes_per_token() * length_; }
     std::int64_t weight_bytes() const override { return backend_.weight_bytes(); }
+    const char* backend_name() const override { return "a paged-backend session"; }
     std::span<const float> prefill(std::span<const int> ids) override { return run(ids); }
     std::span<const float> decode(int id) override {
         const int one[1] = {id};
