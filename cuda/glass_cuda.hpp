@@ -334,7 +334,7 @@ public:
     std::size_t decode_graph_nodes() const { return decode_graph_.nodes(); }  // 0 before the first
 
 private:
-    std::span<const float> forward(std::span<const int> ids);
+    std::span<const float> forward(std::span<const int> ids, bool every_row = false);
     // Queues a whole forward pass of n tokens (ids already on the device) into logits_dev_ (the
     // last row's logits), or into every_row [n, vocab] when given.
     void enqueue_forward(const int* d_ids, int n, IntArg start_pos, IntArg n_keys, bool decode_kernel,

@@ -138,41 +138,39 @@ void CudaSession::ensure_scratch(int n_tokens, std::int64_t score_floats) {
     }
 }
 
-std::span<const float> CudaSession::forward(std::span<const int> ids) {
+// One forward pass over ids. Normally only the last position's logits come back ([vocab]);
+// with every_row (speculative decoding's check) every position's do ([n, vocab]).
+std::span<const float> CudaSession::forward(std::span<const int> ids, bool every_row) {
     const ModelConfig& c = config_;
     check_forward_input(c, cache_.length(), ids);  // ids are checked here, on the host
     const int n = static_cast<int>(ids.size());
     const int start_pos = cache_.length();
     const int n_k = start_pos + n;  // keys attended to by the last position
-    const bool decode_kernel = n == 1 && !options_.naive_decode_attention;
+    const bool decode_kernel = n == 1 && !every_row && !options_.naive_decode_attention;
     ensure_scratch(n, std::int64_t{c.n_heads} * (decode_kernel ? 1 : n) * n_k);
+    float* rows_dev = nullptr;
+    std::span<float> out = logits_;
+    if (every_row) {
+        const std::int64_t floats = std::int64_t{n} * c.vocab_size;
+        if (floats > rows_logits_capacity_) {
+            rows_logits_dev_ = DeviceBuffer(static_cast<std::size_t>(floats) * sizeof(float));
+            rows_logits_capacity_ = floats;
+        }
+        poison(rows_logits_dev_.f32(), static_cast<std::size_t>(floats));  // every row must be written
+        rows_logits_.resize(static_cast<std::size_t>(floats));
+        rows_dev = rows_logits_dev_.f32();
+        out = rows_logits_;
+    }
     upload(ids_.data(), ids.data(), ids.size_bytes());
-    enqueue_forward(ids_.i32(), n, start_pos, n_k, decode_kernel);
+    enqueue_forward(ids_.i32(), n, start_pos, n_k, decode_kernel, rows_dev);
     cache_.advance(n);
-    download(logits_.data(), logits_dev_.data(), logits_.size() * sizeof(float));  // waits for the GPU
-    return logits_;
+    const void* from = every_row ? rows_logits_dev_.data() : logits_dev_.data();
+    download(out.data(), from, out.size_bytes());  // waits for the GPU
+    return out;
 }
 
-// Speculative decoding's check: forward() over ids, keeping every row's logits.
-std::span<const float> CudaSession::verify(std::span<const int> ids) {
-    const ModelConfig& c = config_;
-    check_forward_input(c, cache_.length(), ids);
-    const int n = static_cast<int>(ids.size());
-    const int start_pos = cache_.length();
-    ensure_scratch(n, std::int64_t{c.n_heads} * n * (start_pos + n));
-    const std::int64_t floats = std::int64_t{n} * c.vocab_size;
-    if (floats > rows_logits_capacity_) {
-        rows_logits_dev_ = DeviceBuffer(static_cast<std::size_t>(floats) * sizeof(float));
-        rows_logits_capacity_ = floats;
-    }
-    poison(rows_logits_dev_.f32(), static_cast<std::size_t>(floats));  // every row must be written
-    upload(ids_.data(), ids.data(), ids.size_bytes());
-    enqueue_forward(ids_.i32(), n, start_pos, start_pos + n, /*decode_kernel=*/false, rows_logits_dev_.f32());
-    cache_.advance(n);
-    rows_logits_.resize(static_cast<std::size_t>(floats));
-    download(rows_logits_.data(), rows_logits_dev_.data(), rows_logits_.size() * sizeof(float));  // waits
-    return rows_logits_;
-}
+// Speculative decoding's check: every row's logits.
+std::span<const float> CudaSession::verify(std::span<const int> ids) { return forward(ids, /*every_row=*/true); }
 
 // Every launch of one forward pass, in order; nothing here waits for the GPU, so the same calls can
 // run directly or be recorded into the decode graph. start_pos and n_keys (= start_pos + n) are

@@ -134,6 +134,18 @@ TEST_CASE("accept_or_resample: certain acceptance, certain rejection, and refusa
                          doctest::Contains("p has 3 entries but q has 2"), glass::Error);
 }
 
+TEST_CASE("draws from a truncated distribution never land on a dropped token, even past rounding") {
+    // The kept mass sums to a hair under 1 here, as renormalised fp32 can; a coin past it falls off
+    // the end of the cdf. llama2.c's fallback (the last id) would emit token 3, which has p = 0.
+    const std::vector<float> kept = {0.25f, 0.0f, 0.7499f, 0.0f};
+    CHECK(glass::draw_in_id_order(kept, 0.99995f) == 3);        // llama2.c's rule, kept for its goldens
+    CHECK(glass::draw_kept_in_id_order(kept, 0.99995f) == 2);   // the last token with mass
+    CHECK(glass::draw_kept_in_id_order(kept, 0.1f) == 0);
+    CHECK(glass::draw_kept_in_id_order(kept, 0.3f) == 2);
+    CHECK_THROWS_WITH_AS(glass::draw_kept_in_id_order(std::vector<float>(3, 0.0f), 0.5f),
+                         doctest::Contains("no mass (3 entries)"), glass::Error);
+}
+
 // ---- On the shipped model -----------------------------------------------------------------------
 
 namespace {

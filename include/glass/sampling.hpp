@@ -224,6 +224,16 @@ inline int draw_in_id_order(std::span<const float> probs, float coin) {
     return static_cast<int>(probs.size()) - 1;
 }
 
+/// draw_in_id_order for a distribution with zeros in it (truncated, or a residual): when rounding
+/// leaves coin past the last cdf value, the last token with probability > 0 is drawn, never a
+/// dropped one. (llama2.c's fallback, the last id, is kept above for its goldens.)
+inline int draw_kept_in_id_order(std::span<const float> probs, float coin) {
+    const int token = draw_in_id_order(probs, coin);
+    for (int i = token; i >= 0; --i)
+        if (probs[static_cast<size_t>(i)] > 0.0f) return i;
+    fail("cannot draw from a distribution with no mass (", probs.size(), " entries)");
+}
+
 /// The whole pipeline. Draws exactly one number from rng unless greedy (like llama2.c).
 inline int sample(std::span<const float> logits, const SamplingParams& params, Llama2cRng& rng) {
     validate(params);

@@ -84,7 +84,7 @@ inline Verdict accept_or_resample(std::span<const float> p, std::span<const floa
     // mass is 0 only when p == q up to rounding, where a rejection has probability ~0: draw from p.
     if (!(mass > 0.0f)) residual.assign(p.begin(), p.end()), mass = 1.0f;
     for (float& r : residual) r /= mass;
-    return {false, draw_in_id_order(residual, rng.next_f32())};
+    return {false, draw_kept_in_id_order(residual, rng.next_f32())};
 }
 
 // ---- Drafters -----------------------------------------------------------------------------------
@@ -156,8 +156,13 @@ public:
         std::span<const float> logits = session_->prefill(ids.subspan(keep));
         const bool greedy = params.temperature == 0.0f;
         for (int i = 0; i < k; ++i) {
-            if (!greedy) d.q.push_back(sampling_distribution(logits, params));
-            const int token = sample(logits, params, rng);  // greedy: the argmax (one-hot q)
+            int token;
+            if (greedy) {
+                token = sample(logits, params, rng);  // the checked argmax; q is one-hot, so no copy
+            } else {  // draw from the very q the judge will divide by: one softmax, one number from rng
+                d.q.push_back(sampling_distribution(logits, params));
+                token = draw_kept_in_id_order(d.q.back(), rng.next_f32());
+            }
             d.tokens.push_back(token);
             if (i + 1 == k || session_->position() >= session_->config().seq_len) break;
             logits = session_->decode(token);
@@ -217,6 +222,7 @@ inline SpeculativeRound judge_draft(std::span<const float> rows, int vocab, cons
     const auto row = [&](int i) { return rows.subspan(static_cast<size_t>(i) * vocab, static_cast<size_t>(vocab)); };
     SpeculativeRound round;
     round.drafted = draft.tokens;
+    std::vector<float> one_hot;  // q for a drafter without a distribution (it was certain); one per round
     for (int i = 0; i < n; ++i) {
         const int d = draft.tokens[static_cast<size_t>(i)];
         if (d < 0 || d >= vocab) fail("drafted token ", d, " is outside the vocabulary [0, ", vocab, ")");
@@ -226,9 +232,8 @@ inline SpeculativeRound judge_draft(std::span<const float> rows, int vocab, cons
             v.accepted = d == best || rule == AcceptRule::always_accept;
             v.token = v.accepted ? d : best;
         } else {
-            std::vector<float> one_hot;  // a drafter without a distribution was certain
             if (draft.q.empty()) {
-                one_hot.assign(static_cast<size_t>(vocab), 0.0f);
+                one_hot.assign(static_cast<size_t>(vocab), 0.0f);  // reuses the round's allocation
                 one_hot[static_cast<size_t>(d)] = 1.0f;
             }
             const std::span<const float> q = draft.q.empty() ? std::span<const float>(one_hot)
@@ -244,6 +249,19 @@ inline SpeculativeRound judge_draft(std::span<const float> rows, int vocab, cons
 }
 
 // ---- The loop -----------------------------------------------------------------------------------
+
+/// drafter.propose(), refusing what no judge could use: more than k tokens, ids outside the
+/// vocabulary. (A wrong number of distributions is judge_draft's to refuse.)
+inline Draft checked_draft(Drafter& drafter, std::span<const int> ids, int k, const SamplingParams& params,
+                           Llama2cRng& rng, int vocab) {
+    Draft draft = drafter.propose(ids, k, params, rng);
+    if (static_cast<int>(draft.tokens.size()) > k)
+        fail("drafter ", drafter.name(), " proposed ", draft.tokens.size(), " tokens, more than the ", k, " asked");
+    for (const int d : draft.tokens)
+        if (d < 0 || d >= vocab)
+            fail("drafter ", drafter.name(), " proposed token ", d, ", outside the vocabulary [0, ", vocab, ")");
+    return draft;
+}
 
 struct SpeculativeOptions {
     int k = 4;                            ///< tokens drafted per round (1..16)
@@ -309,12 +327,7 @@ inline SpeculativeResult generate_speculative_from_ids(
         const int t_position = static_cast<int>(ids.size()) - 1;  // == target.position()
         const int remaining = options.max_new_tokens - static_cast<int>(output.generated_ids().size());
         const int k = std::min({spec.k, config.seq_len - t_position - 1, remaining - 1});
-        Draft draft = k > 0 ? drafter.propose(ids, k, options.sampling, rng) : Draft{};
-        if (static_cast<int>(draft.tokens.size()) > std::max(k, 0))
-            fail("drafter ", drafter.name(), " proposed ", draft.tokens.size(), " tokens, more than the ", k, " asked");
-        for (const int d : draft.tokens)
-            if (d < 0 || d >= vocab)
-                fail("drafter ", drafter.name(), " proposed token ", d, ", outside the vocabulary [0, ", vocab, ")");
+        const Draft draft = k > 0 ? checked_draft(drafter, ids, k, options.sampling, rng, vocab) : Draft{};
         const int n_draft = static_cast<int>(draft.tokens.size());
 
         std::vector<int> chunk = {ids.back()};
