@@ -17,7 +17,7 @@
 ///     paged_kv_write(pool of this layer, k, v)    row r -> pool row slots[r]
 ///     att = paged_attention(q, pool)              row r over positions 0..pos(r) of its request
 ///     x += att Woᵀ;  x += mlp(rmsnorm(x))
-///   last = the rows at logit_rows (one per entry that wants logits)   [n_logits, dim]
+///   last = the rows at logit_rows (append_logit_rows: last or every)  [n_logits, dim]
 ///   logits = rmsnorm(last) Wclsᵀ                                  [n_logits, vocab] -> host
 ///
 /// The pool is keys_, values_ [layer][num_blocks · block_size, kv_dim] in device memory, NaN until
@@ -42,6 +42,7 @@ PagedStep plan_step(std::span<const serve::BatchEntry> batch, int block_size) {
         const int n = static_cast<int>(e.tokens.size());
         const int end = e.start + n;
         const int first_block = static_cast<int>(block_ids.size());
+        serve::append_logit_rows(e, static_cast<int>(ids.size()), logit_rows);
         const int needed = (end + block_size - 1) / block_size;  // blocks of positions 0 .. end - 1
         block_ids.insert(block_ids.end(), e.block_table.begin(), e.block_table.begin() + needed);
         for (int t = 0; t < n; ++t) {
@@ -52,7 +53,6 @@ PagedStep plan_step(std::span<const serve::BatchEntry> batch, int block_size) {
             table_start.push_back(first_block);
         }
         step.max_keys = std::max(step.max_keys, end);
-        if (e.wants_logits) logit_rows.push_back(static_cast<int>(ids.size()) - 1);
     }
     step.n_rows = static_cast<int>(ids.size());
     step.n_logits = static_cast<int>(logit_rows.size());
@@ -186,7 +186,8 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
         residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
     }
 
-    // Logits only for the last row of each entry that wants them. Gathering rows of x by index is
+    // Logits only for the rows append_logit_rows names (the last row of each entry that wants them;
+    // every row of a speculative check). Gathering rows of x by index is
     // what the embedding kernel does to its table, so it does it here too.
     logits_.resize(static_cast<std::size_t>(step.n_logits) * static_cast<std::size_t>(c.vocab_size));
     if (step.n_logits == 0) {  // chunks in the middle of prompts: only their K/V were wanted

@@ -41,7 +41,7 @@ struct PagedRows {
 // The host side of one step (paged.cpp): every int the device needs, in one array, so a step
 // uploads them with one copy:
 //   ids [n_rows] | positions [n_rows] | slots [n_rows] | table_start [n_rows] |
-//   logit_rows [n_logits] (the last row of each entry that wants logits) | block_ids
+//   logit_rows [n_logits] (append_logit_rows: each entry's last row, or all) | block_ids
 struct PagedStep {
     std::vector<int> ints;
     int n_rows = 0;

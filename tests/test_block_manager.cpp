@@ -132,6 +132,26 @@ TEST_CASE("freeing: last block first to the back of the free list; cached blocks
     CHECK(bm.num_free() == 0);
 }
 
+TEST_CASE("shrink: room reserved for drafted tokens goes back, last block first; the prefix stays cached") {
+    BlockManager bm(8, 4);
+    const std::vector<int> tokens = range(100, 9);  // 9 tokens: blocks 0, 1 full, block 2 holds 1
+    std::vector<int> table = admit(bm, tokens);
+    CHECK(table == std::vector<int>{0, 1, 2});
+    bm.grow(table, {}, 9 + 1 + 6);  // the last token and 6 drafted positions: 16 positions, 4 blocks
+    CHECK(table == std::vector<int>{0, 1, 2, 3});
+    bm.grow(table, {}, 9 + 1 + 7);  // one more drafted position: a 5th block
+    CHECK(table == std::vector<int>{0, 1, 2, 3, 4});
+    CHECK(bm.free_list() == std::vector<int>{5, 6, 7});
+    bm.shrink(table, 11);  // 1 draft kept: 11 tokens use 3 blocks
+    CHECK(table == std::vector<int>{0, 1, 2});
+    CHECK(bm.free_list() == std::vector<int>{5, 6, 7, 4, 3});  // freed last block first, to the back
+    CHECK(bm.block(3).ref_count == 0);
+    CHECK(bm.block(0).cached);  // the full blocks of the prefix are untouched
+    CHECK(bm.find_cached_prefix(concat(range(100, 8), {1})) == std::vector<int>{0, 1});
+    bm.shrink(table, 12);  // nothing past what 12 tokens use: a no-op
+    CHECK(table == std::vector<int>{0, 1, 2});
+}
+
 TEST_CASE("a hit that sits in the free list is not a free block for the same request") {
     BlockManager bm(3, 2);
     std::vector<int> a = admit(bm, {1, 2, 3, 4, 5});  // 0, 1 cached; 2 partial

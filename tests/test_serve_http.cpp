@@ -732,6 +732,22 @@ TEST_CASE("serve: --backend reference serves the same text; bad flags and a take
     }
 }
 
+TEST_CASE("serve --draft: speculative decoding in the engine serves glass generate's greedy text" * doctest::skip(kNoCurl)) {
+    const std::string prompt = "Once upon a time";
+    const json expected = generate(prompt, "--temperature 0 --max-new-tokens 60");
+    for (const std::string draft : {"layers:4", "ngram"}) {
+        CAPTURE(draft);
+        ServerProcess s({"--draft", draft, "--draft-k", "3", "--budget", "16"});
+        const Reply r = post(s, "/v1/completions", {{"prompt", prompt}, {"temperature", 0}, {"max_tokens", 60}});
+        REQUIRE(r.status == 200);
+        CHECK(r.json_body()["choices"][0]["text"] == expected["text"]);
+        CHECK(s.log().find("draft " + draft + ", k 3") != std::string::npos);
+    }
+    const test::Run alone = test::run("timeout 20 " + glass_bin() + " serve --draft-k 3 </dev/null");
+    CHECK(alone.exit_code == 2);
+    CHECK(alone.err.find("--draft-k applies with --draft") != std::string::npos);
+}
+
 TEST_CASE("serve: a client that reads slowly stalls no one else and still gets its whole stream" * doctest::skip(kNoCurl)) {
     ServerProcess server({});
     INFO("server log:\n" << server.log());

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli.hpp"
+#include "draft_setup.hpp"
 #include "glass/fast/fast_session.hpp"
 #include "glass/glass.hpp"
 #ifdef GLASS_HAVE_CUDA
@@ -44,32 +45,6 @@ std::unique_ptr<glass::Session> make_session(const std::string& device, const gl
 #endif
 }
 
-// --draft SPEC: layers:N (the target's first N layers), ngram or ngram:N (prompt lookup), or the
-// path of a llama2.c checkpoint with the target's vocabulary (a smaller model).
-// A model draft runs on the same backend as the target (`session_for`).
-std::unique_ptr<glass::Drafter> make_drafter(
-    const std::string& spec, const glass::Model& target, std::vector<std::unique_ptr<glass::Model>>& keep_alive,
-    const std::function<std::unique_ptr<glass::Session>(const glass::Model&)>& session_for) {
-    const auto number_after = [&](std::size_t colon) {
-        const std::string n = spec.substr(colon + 1);
-        if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
-            throw UsageError("--draft " + spec + ": expected a number after ':'");
-        return std::stoi(n);
-    };
-    if (spec == "ngram") return std::make_unique<glass::NgramDrafter>(3);
-    if (spec.starts_with("ngram:")) return std::make_unique<glass::NgramDrafter>(number_after(5));
-    if (spec.starts_with("layers:")) {
-        keep_alive.push_back(std::make_unique<glass::Model>(glass::first_layers(target, number_after(6))));
-        return std::make_unique<glass::ModelDrafter>(session_for(*keep_alive.back()), spec);
-    }
-    keep_alive.push_back(std::make_unique<glass::Model>(glass::load_llama2c_checkpoint(spec)));
-    const glass::Model& draft = *keep_alive.back();
-    if (draft.config.vocab_size != target.config.vocab_size)
-        glass::fail("--draft ", spec, ": its vocabulary has ", draft.config.vocab_size, " tokens, the target's ",
-                    target.config.vocab_size, " (a draft model must share the target's tokenizer)");
-    return std::make_unique<glass::ModelDrafter>(session_for(draft), spec);
-}
-
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
@@ -101,9 +76,7 @@ int cmd_generate(int argc, char** argv) {
 
     // Speculative decoding (speculative.hpp): --draft SPEC, --draft-k K tokens drafted per round.
     const std::string draft_spec = flags.get("--draft", "");
-    const int draft_k = flags.number<int>("--draft-k").value_or(4);
-    if (flags.has("--draft-k") && draft_spec.empty()) throw UsageError("--draft-k applies with --draft");
-    if (draft_k < 1 || draft_k > 16) throw UsageError("--draft-k must be in [1, 16], got " + std::to_string(draft_k));
+    const int draft_k = draft_k_from_flags(flags);
 
     glass::GenerateOptions options;
     options.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
@@ -143,9 +116,9 @@ int cmd_generate(int argc, char** argv) {
     const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"));
     std::vector<std::unique_ptr<glass::Model>> draft_models;
     const std::unique_ptr<glass::Drafter> drafter =
-        draft_spec.empty() ? nullptr : make_drafter(draft_spec, model, draft_models, [&](const glass::Model& m) {
+        draft_spec.empty() ? nullptr : drafter_factory(draft_spec, model, draft_models, [&](const glass::Model& m) {
             return make_session(device, m, precision, threads, false);  // the draft runs where the model does
-        });
+        })();
     std::cout << glass::utf8::sanitize(prompt) << std::flush;
     const auto print = [](std::string_view text) { std::cout << text << std::flush; };
     glass::SpeculativeStats spec;

@@ -3,6 +3,7 @@
 //   glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]
 //               [--backend fast|reference] [--threads N] [--max-queue N] [--block-size B]
 //               [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]
+//               [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //
 // The JSON of the API (requests, responses, stream chunks, errors, the chat template) is in
 // include/glass/serve/openai_api.hpp (requests) and openai_response.hpp (answers); the engine's thread and the mailboxes to it in
@@ -258,7 +259,8 @@ int cmd_serve(int argc, char** argv) {
     Flags flags("serve", {{"-m", true}, {"-t", true}, {"--host", true}, {"--port", true}, {"--api-key", true},
                           {"--backend", true}, {"--threads", true}, {"--max-queue", true}, {"--block-size", true},
                           {"--budget", true}, {"--no-prefix-cache", false}, {"--no-chunked-prefill", false},
-                          {"--shutdown-timeout", true}, {"--shape", true}, {"--context", true}});
+                          {"--shutdown-timeout", true}, {"--shape", true}, {"--context", true},
+                          {"--draft", true}, {"--draft-k", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     const std::string host = flags.get("--host", "127.0.0.1");
@@ -314,6 +316,8 @@ int cmd_serve(int argc, char** argv) {
     glass::fast::FastOptions fo;
     fo.threads = threads;
     const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, model, fo);
+    std::vector<std::unique_ptr<glass::Model>> draft_models;  // --draft: speculative decoding in the engine
+    engine_draft_from_flags(flags, backend_name, model, fo, draft_models, eo);
     glass::serve::EngineThread engine(*backend, tok, eo, max_queue);
 
     Shared s{{std::filesystem::path(model_path).stem().string(), engine.request_positions(), model.config.vocab_size,
@@ -401,11 +405,12 @@ int cmd_serve(int argc, char** argv) {
     if (bound < 0) glass::fail("cannot listen on ", host, ":", port, " (address in use, or not an address of this machine?)");
     std::fprintf(stderr,
                  "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d | "
-                 "prefix cache %s, chunked prefill %s, budget %d | max queue %d\n",
+                 "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s\n",
                  s.model.name.c_str(), model.config.dim, model.config.n_layers, model.config.vocab_size, model.config.seq_len,
                  backend_name.c_str(), backend_name == "fast" ? (", " + std::to_string(threads) + " threads").c_str() : "",
                  engine.num_blocks(), eo.block_size, eo.prefix_caching ? "on" : "off",
-                 eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue);
+                 eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue,
+                 eo.draft_k > 0 ? (" | draft " + flags.get("--draft", "") + ", k " + std::to_string(eo.draft_k)).c_str() : "");
     std::printf("listening on http://%s:%d\n", host.c_str(), bound);
     std::fflush(stdout);
 

@@ -7,6 +7,7 @@
 //       [--block-size B] [--pool-blocks N] [--budget T] [--max-running N]
 //       [--no-prefix-cache] [--no-chunked-prefill] [--seed S]
 //       [--batch-sweep] [--chat-turns N] [--stall] [--long-prompt N] [--decoders N] [--json]
+//       [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //
 // Without -m, --shape builds a model of that shape with random weights in memory (speed depends
 // on shapes, not on what the weights say); --context sets its context window.
@@ -50,7 +51,7 @@ int cmd_serve_bench(int argc, char** argv) {
                  {"--budget", true}, {"--max-running", true}, {"--no-prefix-cache", false},
                  {"--no-chunked-prefill", false}, {"--seed", true}, {"--batch-sweep", false},
                  {"--chat-turns", true}, {"--stall", false}, {"--long-prompt", true}, {"--decoders", true},
-                 {"--json", false}});
+                 {"--json", false}, {"--draft", true}, {"--draft-k", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     if (flags.has("-m") == flags.has("--shape"))
@@ -73,6 +74,8 @@ int cmd_serve_bench(int argc, char** argv) {
     eo.scheduler.chunked_prefill = !flags.has("--no-chunked-prefill");
     if (eo.block_size < 1) throw UsageError("--block-size must be >= 1, got " + std::to_string(eo.block_size));
     if (eo.num_blocks < 0) throw UsageError("--pool-blocks must be >= 1, got " + std::to_string(eo.num_blocks));
+    const std::string draft_spec = flags.get("--draft", "");
+    const int draft_k = draft_k_from_flags(flags);  // (checked again where the engine gets it)
 
     glass::serve::LoadSpec load;
     load.requests = flags.number<int>("--requests").value_or(32);
@@ -104,6 +107,9 @@ int cmd_serve_bench(int argc, char** argv) {
     fast_options.threads = threads;
     fast_options.weights = glass::fast::weight_type_from_string(precision);
     const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, *model, fast_options);
+    const glass::serve::EngineOptions plain = eo;  // for the C15 comparison below
+    std::vector<std::unique_ptr<glass::Model>> draft_models;
+    engine_draft_from_flags(flags, backend_name, *model, fast_options, draft_models, eo);  // --draft
     std::printf("model %s: dim %d, %d layers, vocab %d | backend %s%s | block %d, budget %d, prefix cache %s, chunked prefill %s\n",
                 model_name.c_str(), c.dim, c.n_layers, c.vocab_size, backend_name.c_str(),
                 backend_name == "fast" ? (", " + std::to_string(threads) + " threads, " + precision).c_str() : "",
@@ -141,6 +147,22 @@ int cmd_serve_bench(int argc, char** argv) {
                   {"max_length_reserved_bytes", r.max_length_reserved_bytes}, {"peak_running", r.peak_running},
                   {"max_length_fit", r.max_length_fit}, {"prefix_hit_tokens", r.prefix_hit_tokens},
                   {"generated_tokens", r.generated_tokens}, {"wall_s", r.wall_s}});
+        if (!draft_spec.empty()) {  // C15 in the engine: the same load without the draft, in this command
+            glass::serve::Engine plain_engine(*backend, tok, plain);
+            const glass::serve::LoadResult p = glass::serve::run_load(plain_engine, load);
+            const double rate = r.draft_proposed > 0 ? static_cast<double>(r.draft_accepted) / r.draft_proposed : 0.0;
+            std::printf("C15 draft %s, k %d: %lld of %lld drafted tokens accepted (%.1f%%); %d steps vs %d without; "
+                        "%.1f vs %.1f tokens/s (%.2fx); TPOT p50 %.2f vs %.2f ms\n",
+                        draft_spec.c_str(), draft_k, static_cast<long long>(r.draft_accepted),
+                        static_cast<long long>(r.draft_proposed), 100.0 * rate, r.steps, p.steps,
+                        r.throughput_tokens_per_s, p.throughput_tokens_per_s,
+                        p.throughput_tokens_per_s > 0 ? r.throughput_tokens_per_s / p.throughput_tokens_per_s : 0.0,
+                        r.tpot_ms_p50, p.tpot_ms_p50);
+            j.update({{"draft", draft_spec}, {"draft_k", draft_k}, {"draft_proposed", r.draft_proposed},
+                      {"draft_accepted", r.draft_accepted}, {"acceptance_rate", rate}, {"steps", r.steps},
+                      {"steps_without_draft", p.steps}, {"throughput_tokens_per_s_without_draft", p.throughput_tokens_per_s},
+                      {"tpot_ms_p50_without_draft", p.tpot_ms_p50}});
+        }
     }
 
     // C20: decode throughput by batch size, against the FMA peak measured now.

@@ -116,6 +116,7 @@ const Command kCommands[] = {
      "                    [--pool-blocks N] [--budget T] [--max-running N] [--no-prefix-cache]\n"
      "                    [--no-chunked-prefill] [--seed S] [--batch-sweep] [--chat-turns N]\n"
      "                    [--stall] [--long-prompt N] [--decoders N] [--json]\n"
+     "                    [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]\n"
      "      The serving engine under load: N requests with Poisson arrivals (rate R per second),\n"
      "      random prompts and fixed lengths: throughput, TTFT/TPOT p50/p99, largest inter-token\n"
      "      gap, KV memory held vs used (C17), prefix-cache hits. --batch-sweep: decode tokens/s\n"
@@ -123,12 +124,17 @@ const Command kCommands[] = {
      "      re-sends its history, prefix cache off and on (C16); --stall: the largest gap of\n"
      "      --decoders N (8) while a --long-prompt N (2000) token prompt arrives, chunked prefill\n"
      "      off and on (C18). --shape builds a random-weight model of that shape in memory\n"
-     "      (--context sets its window). --json adds one JSON object as the last line.\n"},
+     "      (--context sets its window). --draft: speculative decoding in the engine (C15), each\n"
+     "      request with its own draft; the load runs again without it, and a C15 line compares\n"
+     "      steps, tokens/s and TPOT (--json: draft_proposed, draft_accepted, acceptance_rate,\n"
+     "      steps_without_draft, throughput_tokens_per_s_without_draft). --json adds one JSON\n"
+     "      object as the last line.\n"},
     {"serve", cli::cmd_serve,
      "  glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P]\n"
      "              [--api-key KEY]\n"
      "              [--backend fast|reference] [--threads N] [--max-queue N] [--block-size B]\n"
      "              [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]\n"
+     "              [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]\n"
      "      An OpenAI-compatible HTTP server on the batching engine: POST /v1/completions and\n"
      "      /v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
      "      GET /health. Concurrent requests share the engine's steps. Defaults: the shipped\n"
@@ -140,7 +146,9 @@ const Command kCommands[] = {
      "      seconds (10) to finish, the rest are cancelled; exit 0. One log line per request\n"
      "      on stderr. The chat template: include/glass/serve/openai_api.hpp. --shape NAME\n"
      "      serves random weights of that shape (as serve-bench; for glass loadgen); its\n"
-     "      vocabulary is not tok512's, so token i reads \" i\": send prompts as token ids.\n"},
+     "      vocabulary is not tok512's, so token i reads \" i\": send prompts as token ids.\n"
+     "      --draft: speculative decoding inside the engine, as generate's (drafted tokens count\n"
+     "      against --budget).\n"},
     {"loadgen", cli::cmd_loadgen,
      "  glass loadgen --url URL [--clients C] [--requests N] [--stream] [--json]\n"
      "                [--prompt-len P] [--max-tokens M] [--temperature T] [--seed S]\n"

@@ -501,6 +501,59 @@ TEST_CASE("engine over CudaPagedBackend: llama2.c's greedy goldens, batched") {
     }
 }
 
+TEST_CASE("engine over CudaPagedBackend with speculation: every checked row as on the CPU; ids as the CPU's") {
+    // Speculative decoding in the engine (draft k = 3, the first 4 layers as each request's
+    // draft, on the host): the batches now hold entries that want every row's logits. Every row
+    // is compared with CpuPagedBackend's; greedy ids must be the goldens; SAMPLED requests (seeded,
+    // T = 0.8, top-p on half) must draw what the same engine draws over the CPU reference, which
+    // takes the device's logits through the rule's accept/reject coins and residual draws.
+    const glass::Model& m = test::shipped();
+    const glass::Model draft_model = glass::first_layers(m, 4);
+    std::vector<nlohmann::json> cases;
+    for (const nlohmann::json& g : test::read_jsonl(test::golden("stories260K_greedy.jsonl")))
+        if (variant_golden(g["case"].get<std::string>()) && (cases.size() < 3 || !kEmulated)) cases.push_back(g);
+    REQUIRE(!cases.empty());
+    const auto run = [&](glass::serve::PagedBackend& backend, bool sampled) {
+        glass::serve::EngineOptions eo;
+        eo.block_size = 5;
+        eo.draft_k = 3;
+        eo.make_drafter = [&] {
+            return std::make_unique<glass::ModelDrafter>(std::make_unique<glass::CpuSession>(draft_model), "layers:4");
+        };
+        glass::serve::Engine engine(backend, test::shipped_tok(), eo);
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            glass::GenerateOptions o = golden_run_options(cases[i]);
+            if (sampled) {
+                o.sampling.temperature = 0.8f;
+                o.seed = 11 + i;
+                if (i % 2) o.sampling.top_p = 0.9f;
+            }
+            engine.add_request_ids(test::ids_of(cases[i]["prompt_ids"]), o);
+        }
+        return engine.run_to_completion();
+    };
+    gc::CudaPagedBackend gpu(m);
+    glass::serve::CpuPagedBackend cpu(m), reference(m);
+    ComparingBackend both(gpu, cpu);
+    const auto greedy = run(both, false);
+    REQUIRE(greedy.size() == cases.size());
+    std::int64_t accepted = 0;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        CAPTURE(cases[i]["case"].get<std::string>());
+        CHECK(greedy[i].generated_ids == golden_run(cases[i]).want);
+        accepted += greedy[i].draft_accepted;
+    }
+    CHECK(both.worst <= kF32);
+    if (!kSmall) CHECK(accepted > 0);
+    const auto on_gpu = run(both, true), on_cpu = run(reference, true);
+    CHECK(both.worst <= kF32);
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        CAPTURE(cases[i]["case"].get<std::string>());
+        CHECK(on_gpu[i].generated_ids == on_cpu[i].generated_ids);
+        CHECK(on_gpu[i].draft_accepted == on_cpu[i].draft_accepted);
+    }
+}
+
 TEST_CASE("CudaPagedBackend refuses what it cannot do, naming it") {
     const glass::Model& m = test::shipped();
     for (gc::MatmulKernel k : {gc::MatmulKernel::cublas, gc::MatmulKernel::automatic})

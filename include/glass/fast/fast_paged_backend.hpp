@@ -93,7 +93,7 @@ public:
             attention(l, n);
             m_.finish_layer(w, att_, x_, xn_, gate_, up_, n);  // x += att Woᵀ, then the MLP
         }
-        // Logits of the last row of each entry that wants them: [wanting, vocab].
+        // Logits of the rows append_logit_rows named: [wanting, vocab].
         const int wanting = static_cast<int>(logit_rows_.size());
         logits_.resize(static_cast<size_t>(wanting) * static_cast<size_t>(c_.vocab_size));
         if (wanting == 0) return {};
@@ -135,9 +135,9 @@ private:
         logit_rows_.clear();
         for (size_t e = 0; e < batch.size(); ++e) {
             const serve::BatchEntry& entry = batch[e];
+            serve::append_logit_rows(entry, static_cast<int>(rows_.size()), logit_rows_);
             for (size_t t = 0; t < entry.tokens.size(); ++t)
                 rows_.push_back({entry.tokens[t], entry.start + static_cast<int>(t), static_cast<int>(e)});
-            if (entry.wants_logits) logit_rows_.push_back(static_cast<int>(rows_.size()) - 1);
         }
     }
 

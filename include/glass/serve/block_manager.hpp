@@ -149,6 +149,17 @@ public:
         }
     }
 
+    /// Gives back the blocks past the first blocks_for(n_tokens), last first: a sequence that
+    /// reserved room for drafted tokens and had some rejected keeps only what its tokens use.
+    void shrink(std::vector<int>& table, int n_tokens) {
+        std::vector<int> tail;
+        while (static_cast<int>(table.size()) > blocks_for(n_tokens)) {
+            tail.insert(tail.begin(), table.back());
+            table.pop_back();
+        }
+        release(tail);
+    }
+
     /// Gives a sequence's blocks back, last block first; the table is emptied.
     void release(std::vector<int>& table) {
         for (auto it = table.rbegin(); it != table.rend(); ++it) {

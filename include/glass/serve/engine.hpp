@@ -19,10 +19,25 @@
 /// (same logits, same draws), whatever else runs beside it: the batch changes who waits, never
 /// what anyone computes. The pool holds num_blocks · block_size positions; a request may use at
 /// most min(context window, that) of them.
+///
+/// Speculative decoding (draft_k > 0; speculative.hpp): before planning, each decoding request
+/// asks for `lookahead` = min(draft_k, room left, tokens left − 1) more positions; the scheduler
+/// grants them from what is left of the budget and the free blocks once everyone else is
+/// planned. A granted request's own drafter proposes that many tokens, the step checks
+/// [last token, drafts] as one entry that wants every row's logits, and judge_draft keeps a
+/// prefix and draws the correction (or the bonus token):
+///
+///   computed += 1 + accepted     the rejected drafts' pool rows are simply not counted
+///   tokens   += accepted drafts, then the correction/bonus, each through the stop rules
+///   blocks   shrink back to what tokens use (the reserved room goes back to the pool)
+///
+/// With greedy sampling the ids are exactly those without speculation; sampled, a request given
+/// its full lookahead every step draws exactly what generate_speculative() draws alone.
 /// ```
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,6 +49,7 @@
 #include "glass/serve/paged_backend.hpp"
 #include "glass/serve/request.hpp"
 #include "glass/serve/scheduler.hpp"
+#include "glass/speculative.hpp"
 
 namespace glass::serve {
 
@@ -42,6 +58,10 @@ struct EngineOptions {
     int num_blocks = 0;             ///< blocks in the pool; 0 = four context windows' worth
     bool prefix_caching = true;     ///< share full blocks between requests with equal prefixes
     SchedulerOptions scheduler;     ///< token budget, max running, chunked prefill
+    /// Speculative decoding: tokens drafted per decoding request and step (1..16); 0 = off.
+    int draft_k = 0;
+    /// Makes one request's drafter (called once per request, when it first decodes).
+    std::function<std::unique_ptr<Drafter>()> make_drafter;
 };
 
 /// A finished (or cancelled) request.
@@ -55,6 +75,8 @@ struct RequestResult {
     std::vector<StepLogprobs> logprobs;
     int cached_tokens = 0;           ///< prompt tokens served by the prefix cache
     int preemptions = 0;
+    std::int64_t draft_proposed = 0; ///< speculative decoding: drafted tokens checked
+    std::int64_t draft_accepted = 0; ///< of which accepted
 };
 
 /// What one step did: for the live view, the examples, and tests.
@@ -64,6 +86,8 @@ struct StepReport {
         int start;      ///< first position computed
         int n;          ///< positions computed
         bool prefill;   ///< part of a prompt (or a recomputation), not one decoded token
+        int drafted = 0;   ///< of the n, drafted tokens checked (speculative decoding)
+        int accepted = -1; ///< of those, accepted (-1: nothing drafted)
     };
     std::vector<Part> batch;
     std::vector<int> preempted;                       ///< ids sent back to the queue this step
@@ -83,6 +107,9 @@ public:
         if (tokenizer.vocab_size() != backend.config().vocab_size)
             fail("tokenizer has ", tokenizer.vocab_size(), " pieces but the model's vocabulary has ",
                  backend.config().vocab_size);
+        if (options.draft_k < 0 || options.draft_k > 16)
+            fail("draft k (tokens drafted per step) must be in [0, 16], got ", options.draft_k);
+        if (options.draft_k > 0 && !options.make_drafter) fail("draft k is ", options.draft_k, " but no drafter was given");
         backend_.allocate_pool(blocks_.num_blocks(), blocks_.block_size());
     }
 
@@ -127,16 +154,30 @@ public:
     /// One forward pass over everything the scheduler picks. Returns what happened.
     StepReport step() {
         StepReport report;
+        set_lookaheads();
         const StepPlan plan = scheduler_.schedule();
         report.preempted = plan.preempted;
         std::vector<BatchEntry> batch;
-        for (const ScheduledChunk& c : plan.chunks) {
-            const std::span<const int> tokens(c.request->tokens);
-            batch.push_back({tokens.subspan(static_cast<size_t>(c.start), static_cast<size_t>(c.n)), c.start,
-                             c.request->block_table, c.start + c.n == static_cast<int>(c.request->tokens.size())});
-            const bool decode = c.n == 1 && c.request->generated() > 0 &&  // exactly its last sampled token
-                                c.start + 1 == static_cast<int>(c.request->tokens.size());
-            report.batch.push_back({c.request->id, c.start, c.n, !decode});
+        std::vector<Draft> drafts(plan.chunks.size());
+        std::vector<std::vector<int>> checked(plan.chunks.size());  // [t, d_1..d_k] per speculative entry
+        for (size_t i = 0; i < plan.chunks.size(); ++i) {
+            const ScheduledChunk& c = plan.chunks[i];
+            Request& r = *c.request;
+            if (c.draft > 0) {  // its last token, and up to c.draft drafted ones checked beside it
+                if (!r.drafter) r.drafter = options_.make_drafter();
+                drafts[i] = checked_draft(*r.drafter, r.tokens, c.draft, r.options.sampling, r.rng, config().vocab_size);
+                checked[i] = {r.tokens.back()};
+                checked[i].insert(checked[i].end(), drafts[i].tokens.begin(), drafts[i].tokens.end());
+                batch.push_back({checked[i], c.start, r.block_table, true, /*every_row=*/true});
+            } else {
+                const std::span<const int> tokens(r.tokens);
+                batch.push_back({tokens.subspan(static_cast<size_t>(c.start), static_cast<size_t>(c.n)), c.start,
+                                 r.block_table, c.start + c.n == static_cast<int>(r.tokens.size())});
+            }
+            const int n = static_cast<int>(batch.back().tokens.size());
+            const bool decode = n == 1 + static_cast<int>(drafts[i].tokens.size()) && r.generated() > 0 &&
+                                c.start + 1 == static_cast<int>(r.tokens.size());  // exactly its last sampled token
+            report.batch.push_back({r.id, c.start, n, !decode, static_cast<int>(drafts[i].tokens.size())});
         }
         if (!batch.empty()) {
             const std::span<const float> logits = backend_.forward(batch);
@@ -144,11 +185,28 @@ public:
             size_t row = 0;
             for (size_t i = 0; i < plan.chunks.size(); ++i) {
                 Request& r = *plan.chunks[i].request;
-                r.computed += plan.chunks[i].n;
                 ++r.scheduled_steps;
-                blocks_.cache_full_blocks(r.block_table, r.tokens, r.computed);
-                if (!batch[i].wants_logits) continue;
-                const std::string text = accept_token(r, logits.subspan(row++ * vocab, vocab));
+                std::string text;
+                if (batch[i].every_row) {  // a speculative check: keep a prefix of the drafts
+                    const size_t n_rows = batch[i].tokens.size();
+                    const std::span<const float> rows = logits.subspan(row * vocab, n_rows * vocab);
+                    row += n_rows;
+                    const SpeculativeRound round = judge_draft(rows, config().vocab_size, drafts[i], r.options.sampling, r.rng);
+                    r.draft_proposed += static_cast<std::int64_t>(drafts[i].tokens.size());
+                    r.draft_accepted += round.accepted;
+                    if (!drafts[i].tokens.empty()) report.batch[i].accepted = round.accepted;
+                    r.computed += 1 + round.accepted;  // t and the accepted drafts; the rest is forgotten
+                    for (size_t j = 0; j < round.emitted.size() && !r.output.done(); ++j)  // row j predicted emitted[j]
+                        text += push_token(r, round.emitted[j], rows.subspan(j * vocab, vocab));
+                    r.computed = std::min(r.computed, static_cast<int>(r.tokens.size()));  // it may have stopped early
+                    blocks_.cache_full_blocks(r.block_table, r.tokens, r.computed);
+                    blocks_.shrink(r.block_table, static_cast<int>(r.tokens.size()));  // the reserved room goes back
+                } else {
+                    r.computed += static_cast<int>(batch[i].tokens.size());
+                    blocks_.cache_full_blocks(r.block_table, r.tokens, r.computed);
+                    if (!batch[i].wants_logits) continue;
+                    text = accept_token(r, logits.subspan(row++ * vocab, vocab));
+                }
                 if (!text.empty()) report.text.emplace_back(r.id, text);
                 if (r.output.done()) {
                     report.finished.push_back(r.id);
@@ -201,12 +259,29 @@ private:
 
     // The request's last token was just computed: sample its next token, exactly as generate().
     std::string accept_token(Request& r, std::span<const float> logits) {
-        const int next = sample(logits, r.options.sampling, r.rng);
+        return push_token(r, sample(logits, r.options.sampling, r.rng), logits);
+    }
+
+    // A chosen token (predicted by `logits`) joins the request: its time, its logprobs, the stop rules.
+    std::string push_token(Request& r, int token, std::span<const float> logits) {
         r.metrics.token_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - r.arrival).count());
         if (r.options.logprobs || r.options.top_logprobs > 0)
-            r.logprobs.push_back(step_logprobs(logits, next, r.options.top_logprobs));
-        r.tokens.push_back(next);
-        return r.output.push(next, r.computed, request_positions());
+            r.logprobs.push_back(step_logprobs(logits, token, r.options.top_logprobs));
+        const int before = static_cast<int>(r.tokens.size());  // positions before it (all cached but the last)
+        r.tokens.push_back(token);
+        return r.output.push(token, before, request_positions());
+    }
+
+    // Speculative decoding: how many drafted tokens each decoding request would like checked next
+    // step, as generate_speculative() asks: no more than fit the window, nor than it may still emit.
+    void set_lookaheads() {
+        for (Request* r : scheduler_.running()) {
+            r->lookahead = 0;
+            if (options_.draft_k == 0 || r->uncomputed() != 1 || r->generated() == 0) continue;
+            const int remaining = r->options.max_new_tokens - r->generated();
+            r->lookahead = std::max(0, std::min({options_.draft_k, request_positions() - static_cast<int>(r->tokens.size()),
+                                                 remaining - 1}));
+        }
     }
 
     void finish(Request& r) {
@@ -225,6 +300,8 @@ private:
         res.logprobs = std::move(r.logprobs);
         res.cached_tokens = r.cached_tokens;
         res.preemptions = r.preemptions;
+        res.draft_proposed = r.draft_proposed;
+        res.draft_accepted = r.draft_accepted;
         finished_.push_back(std::move(res));
         requests_.erase(r.id);  // r is gone after this line
     }

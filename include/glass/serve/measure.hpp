@@ -105,6 +105,7 @@ struct LoadResult {
     int peak_running = 0;                ///< most requests held in the pool at once
     int max_length_fit = 0;              ///< requests of one context window each that fit in the pool
     int prefix_hit_tokens = 0;
+    std::int64_t draft_proposed = 0, draft_accepted = 0;  ///< speculative decoding (EngineOptions::draft_k)
 };
 
 /// Runs the spec's requests through `engine` in real time: each is added at its arrival time
@@ -175,6 +176,8 @@ inline LoadResult run_load(Engine& engine, const LoadSpec& spec) {
             ++done;
             r.generated_tokens += static_cast<int>(res.generated_ids.size());
             r.prefix_hit_tokens += res.cached_tokens;
+            r.draft_proposed += res.draft_proposed;
+            r.draft_accepted += res.draft_accepted;
             ttft.push_back(res.metrics.ttft_ms);
             if (res.generated_ids.size() > 1) tpot.push_back(res.metrics.tpot_ms);
             for (size_t k = 1; k < res.metrics.token_ms.size(); ++k)

@@ -8,6 +8,8 @@
 ///   entry.block_table  the pool blocks of positions 0 .. start+n-1
 ///   entry.wants_logits whether the last token's logits are needed (its prompt is complete,
 ///                      or it is decoding); a chunk in the middle of a prompt needs none
+///   entry.every_row    whether EVERY token's logits are needed: speculative decoding's check of
+///                      [t, d_1..d_k] (speculative.hpp) needs one row per drafted position
 ///
 /// Position p of an entry lives in pool row  block_table[p / block_size] · block_size + p % block_size
 /// of every layer's K and V; each backend keeps that pool in its own memory (the CPU reference's
@@ -23,6 +25,7 @@
 
 #include "glass/config.hpp"
 #include "glass/errors.hpp"
+#include "glass/kv_cache.hpp"
 #include "glass/session.hpp"
 
 namespace glass::serve {
@@ -32,7 +35,19 @@ struct BatchEntry {
     int start = 0;                     ///< position of tokens[0]
     std::span<const int> block_table;  ///< blocks of positions 0 .. start + n - 1
     bool wants_logits = true;          ///< the last token's logits are needed
+    bool every_row = false;            ///< every token's logits are needed (a speculative check)
 };
+
+/// The rows of a stacked batch whose logits `e` wants, given that its first token is stacked at
+/// row `first`: all n of them (every_row), its last (wants_logits), or none; appended to `rows`.
+/// Every backend returns logits for exactly these rows, in this order.
+inline void append_logit_rows(const BatchEntry& e, int first, std::vector<int>& rows) {
+    const int n = static_cast<int>(e.tokens.size());
+    if (e.every_row)
+        for (int t = 0; t < n; ++t) rows.push_back(first + t);
+    else if (e.wants_logits)
+        rows.push_back(first + n - 1);
+}
 
 /// Checks one batch before any backend computes it: ids in the vocabulary, positions inside the
 /// context, a block table long enough and block ids inside the pool.
@@ -66,8 +81,9 @@ public:
     virtual void allocate_pool(int num_blocks, int block_size) = 0;
     virtual std::int64_t pool_bytes() const = 0;
     /// Runs every entry's tokens through the model, writing their K/V into the pool. Returns
-    /// the logits [vocab] of the last token of each entry that wants them, in entry order:
-    /// [n_wanting, vocab], valid until the next call.
+    /// the logits [vocab] of the rows append_logit_rows names (the last token of each entry that
+    /// wants them; every token of an every_row entry), in entry order: [n_rows, vocab], valid
+    /// until the next call.
     virtual std::span<const float> forward(std::span<const BatchEntry> batch) = 0;
     /// Weight bytes one forward pass reads (for bandwidth arithmetic).
     virtual std::int64_t weight_bytes() const = 0;
@@ -93,10 +109,17 @@ public:
         const int one[1] = {id};
         return run(one);
     }
+    std::span<const float> verify(std::span<const int> ids) override { return run(ids, /*every_row=*/true); }
+    /// Forgets positions from `position` on: only the length goes back; the pool rows past it are
+    /// overwritten by the next pass (nothing reads a position before it is written again).
+    void rewind(int position) override {
+        check_rewind(position, length_);
+        length_ = position;
+    }
 
 private:
-    std::span<const float> run(std::span<const int> ids) {
-        const BatchEntry entry{ids, length_, table_, true};
+    std::span<const float> run(std::span<const int> ids, bool every_row = false) {
+        const BatchEntry entry{ids, length_, table_, true, every_row};
         const std::span<const float> logits = backend_.forward({&entry, 1});
         length_ += static_cast<int>(ids.size());
         return logits;

@@ -102,7 +102,7 @@ RowMatrix rowwise_product(const RowMatrix& x, const W& w) {
     return y;
 }
 
-/// One forward pass over the batch; returns logits [n_wanting, vocab], entries in order.
+/// One forward pass over the batch; returns logits [n_rows, vocab] for the rows append_logit_rows names.
 inline std::vector<float> paged_forward(const Model& m, PagedKVPool& pool, std::span<const BatchEntry> batch) {
     const ModelConfig& c = m.config;
     check_batch(c, batch, pool.num_blocks(), pool.block_size());
@@ -153,12 +153,16 @@ inline std::vector<float> paged_forward(const Model& m, PagedKVPool& pool, std::
         }
     }
 
-    std::vector<float> logits;
-    Eigen::Index last = -1;
+    // The final norm and the classifier, for the rows whose logits are wanted.
+    std::vector<int> wanted;
+    int first = 0;
     for (const BatchEntry& e : batch) {
-        last += static_cast<Eigen::Index>(e.tokens.size());
-        if (!e.wants_logits) continue;
-        const RowMatrix h = rmsnorm(x.row(last), m.final_norm(), c.norm_eps);  // [1, dim]
+        append_logit_rows(e, first, wanted);
+        first += static_cast<int>(e.tokens.size());
+    }
+    std::vector<float> logits;
+    for (const int r : wanted) {
+        const RowMatrix h = rmsnorm(x.row(r), m.final_norm(), c.norm_eps);      // [1, dim]
         const Eigen::RowVectorXf row = h * m.output_classifier().transpose();  // [1, vocab]
         logits.insert(logits.end(), row.data(), row.data() + row.size());
     }

@@ -14,15 +14,21 @@
 /// uncomputed; a preempted one its prompt and everything it generated, computed again later
 /// (minus what the prefix cache still holds). Sampling uses the request's own RNG, seeded from
 /// its options, so it draws exactly the numbers generate() would draw alone.
+///
+/// With speculative decoding on (engine.hpp), a decoding request also has a drafter of its own
+/// and a lookahead: how many drafted tokens it would like checked beside its last token in the
+/// next step. The drafts are not tokens yet: they join `tokens` only once accepted.
 /// ```
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "glass/generate.hpp"
 #include "glass/sampling.hpp"
+#include "glass/speculative.hpp"
 
 namespace glass::serve {
 
@@ -60,6 +66,12 @@ struct Request {
     int cached_tokens = 0;         ///< prompt tokens the prefix cache supplied on first admission
     int preemptions = 0;           ///< times its blocks were taken back and it was recomputed
     int scheduled_steps = 0;       ///< engine steps that computed part of it
+
+    // Speculative decoding (engine.hpp; empty and zero without it).
+    std::unique_ptr<Drafter> drafter;  ///< this request's own (a model draft keeps its own K/V)
+    int lookahead = 0;             ///< drafted positions it would like checked next step
+    std::int64_t draft_proposed = 0;  ///< drafted tokens checked, all steps
+    std::int64_t draft_accepted = 0;  ///< of which accepted
 
     Clock::time_point arrival = Clock::now();
     GenerationMetrics metrics;     ///< token_ms: ms from arrival at which each token was chosen

@@ -11,7 +11,11 @@
 ///      left of the budget is cut, and the rest follows in later steps (so a 2,000-token prompt
 ///      never stalls the others' decode steps for long: C18). Without it, a prompt is taken
 ///      whole: only if it fits what is left of the budget, or if it is the first waiting
-///      request this step (so a long prompt is never starved; that step runs long).
+///      request this step (so a long prompt is never starved; that step runs long);
+///   3. speculative decoding: a decoding request may ask for `lookahead` more positions, for
+///      drafted tokens checked beside its last one. They get only what is left of the budget
+///      and the free blocks once 1 and 2 are planned (a step never computes more than
+///      max_tokens_per_step positions, drafts included), so drafts never delay or preempt anyone.
 ///
 /// New requests join and finished ones leave between any two steps: that is continuous
 /// batching. When a running request needs a block and none is free, the NEWEST running request
@@ -44,6 +48,7 @@ struct ScheduledChunk {
     Request* request;
     int start;
     int n;
+    int draft = 0;  ///< of the n, positions reserved for drafted tokens (at most n - 1)
 };
 
 struct StepPlan {
@@ -114,6 +119,20 @@ public:
             budget -= n;
             first_admission = false;
         }
+
+        // 3. Drafted positions for decoding requests, oldest first, from what is left.
+        for (ScheduledChunk& c : plan.chunks) {
+            Request* r = c.request;
+            if (budget <= 0) break;
+            if (r->lookahead <= 0 || c.n != 1 || r->uncomputed() != 1) continue;  // only a decode step drafts
+            int extra = std::min(r->lookahead, budget);
+            while (extra > 0 && !blocks_.can_grow(r->block_table, {}, r->computed + 1 + extra)) --extra;
+            if (extra == 0) continue;
+            blocks_.grow(r->block_table, {}, r->computed + 1 + extra);
+            c.n += extra;
+            c.draft = extra;
+            budget -= extra;
+        }
         return plan;
     }
 
@@ -131,6 +150,7 @@ private:
         blocks_.release(r->block_table);
         r->computed = 0;
         r->status = RequestStatus::waiting;
+        r->lookahead = 0;  // asked for its old state; it will ask again once it decodes
         ++r->preemptions;
         waiting_.push_front(r);
     }
