@@ -363,6 +363,32 @@ TEST_CASE("speculative decoding: verify's rows and rewind as on the CPU; greedy 
         CHECK(records >= (kSmall ? 1 : 4));
         if (!kSmall) CHECK(accepted > 0);  // the small size's 4 tokens may keep no guess
     }
+
+    // Sampled (T = 0.8, seeded; top-p 0.9 on every other case): the device's verify rows go
+    // through the rule's coins and residual draws; the ids and every decision must be the CPU
+    // target's (logits 1e-5 apart move a draw only if a coin lands that close to a boundary).
+    gc::CudaSession target(test::shipped());
+    glass::CpuSession cpu_target(test::shipped());
+    int sampled = 0;
+    for (const auto& rec : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
+        const std::string name = rec["case"].get<std::string>();
+        if (!variant_golden(name)) continue;
+        CAPTURE(name);
+        glass::GenerateOptions o = golden_run_options(rec);
+        o.sampling.temperature = 0.8f;
+        o.seed = 100 + sampled;
+        if (sampled++ % 2) o.sampling.top_p = 0.9f;
+        glass::ModelDrafter on_gpu(std::make_unique<glass::CpuSession>(draft_model), "layers:4"),
+            on_cpu(std::make_unique<glass::CpuSession>(draft_model), "layers:4");
+        const glass::SpeculativeResult g = glass::generate_speculative_from_ids(
+            target, on_gpu, test::shipped_tok(), test::ids_of(rec["prompt_ids"]), o, {3});
+        const glass::SpeculativeResult c = glass::generate_speculative_from_ids(
+            cpu_target, on_cpu, test::shipped_tok(), test::ids_of(rec["prompt_ids"]), o, {3});
+        CHECK(g.result.generated_ids == c.result.generated_ids);
+        CHECK(g.stats.accepted == c.stats.accepted);
+        CHECK(g.stats.target_passes == c.stats.target_passes);
+    }
+    CHECK(sampled >= 1);
 }
 
 TEST_CASE("positions, reset and bad input behave as on the CPU") {
