@@ -519,5 +519,16 @@ TEST_CASE("glass generate --draft: greedy ids unchanged, the --json counts, erro
         CHECK(r.exit_code != 0);
         CHECK(r.err.find(message) != std::string::npos);
     }
+
+    // A smaller model with the target's vocabulary, from a file: the third kind of draft.
+    glass::ModelConfig small = test::shipped().config;
+    small.dim = 32, small.hidden_dim = 64, small.n_layers = 2, small.n_heads = 4, small.n_kv_heads = 2;
+    glass::fast::write_random_checkpoint(small, dir + "/small.bin", 3);
+    const test::Run with_file = test::run(glass + "--draft " + dir + "/small.bin --draft-k 3");
+    REQUIRE(with_file.exit_code == 0);
+    const nlohmann::json jf = nlohmann::json::parse(with_file.out.substr(with_file.out.find("\n{") + 1));
+    CHECK(jf["generated_ids"] == want["generated_ids"]);
+    CHECK(jf["draft"] == dir + "/small.bin");
+    CHECK(jf["draft_proposed"].get<long long>() > 0);
     std::filesystem::remove_all(dir);
 }
