@@ -12,6 +12,7 @@
 ///   x * W.transpose()   (Eigen)          matmul(kernel, ...)               matmul.cu
 ///   softmax_inplace     softmax.hpp      softmax_rows_naive(), softmax_rows()   softmax.cu
 ///   causal_attention    attention.hpp    attention_naive(), attention_decode()  attention.cu
+///   flash_attention     flash_attention  flash_attention(), flash_decode()  flash_attention.cu
 ///   swiglu_mlp          mlp.hpp          swiglu(), mlp(); residual_add()   mlp.cu
 ///   sample              sampling.hpp     DeviceSampler                     sampling.cu
 ///   KVCache             kv_cache.hpp     DeviceKVCache, kv_write()         kv_cache.cpp, .cu
@@ -233,6 +234,17 @@ void attention_naive(const float* d_q, const float* d_keys, const float* d_value
 // the caller sizes it for the largest n_k the graph will see).
 void attention_decode(const float* d_q, const float* d_keys, const float* d_values, IntArg n_k,
                       const AttentionDims& dims, float scale, float* d_scores, float* d_out);
+
+// flash_attention.cu — the same attention without a score matrix in memory (glass/flash_attention.hpp).
+// flash_attention: any n_q (prefill, chunks), tiles of keys in shared memory, online softmax per
+// query row; no scratch. flash_decode: one query over n_k keys split into chunks of `chunk`, one
+// block per (chunk, head), then a combine; d_partial holds n_heads · flash_decode_splits(n_k,
+// chunk) · (head_dim + 2) floats. head_dim at most 256.
+void flash_attention(const float* d_q, const float* d_keys, const float* d_values, int n_q, int start_pos,
+                     const AttentionDims& dims, float scale, float* d_out);
+int flash_decode_splits(int n_k, int chunk);
+void flash_decode(const float* d_q, const float* d_keys, const float* d_values, int n_k, const AttentionDims& dims,
+                  float scale, int chunk, float* d_partial, float* d_out);
 
 // mlp.cu — gate [n] = silu(gate) ⊙ up, in place; x [n] += y. mlp(): the whole SwiGLU MLP of
 // glass/mlp.hpp for x [n_tokens, dim] with scratch gate/up [n_tokens, hidden]; out [n_tokens, dim].

@@ -221,12 +221,14 @@ TEST_CASE("FastCpuSession fp32 equals CpuSession on the shipped model (1 and 2 t
     const std::vector<int> next = {376, 298, 315, 421, 395, 317, 426, 338};
     for (int threads : {1, 2})
         for (bool portable : {false, true})
-            for (int chunk : {512, 4}) {  // 4: the 9-token prompt goes through in 3 passes
+            for (int chunk : {512, 4})  // 4: the 9-token prompt goes through in 3 passes
+                for (bool flash : {false, true}) {  // prefill attention: score rows, or tiles (C19)
                 CAPTURE(threads);
                 CAPTURE(portable);
                 CAPTURE(chunk);
+                CAPTURE(flash);
                 glass::CpuSession ref(model);
-                FastCpuSession fast(model, {threads, WeightType::fp32, portable, chunk});
+                FastCpuSession fast(model, {threads, WeightType::fp32, portable, chunk, flash});
                 CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
                 // hidden_dim 172 is padded to 192 rows in W1/W3's last panel: those zeros are read too.
                 CHECK(fast.weight_bytes() > model.weight_bytes);
@@ -250,6 +252,13 @@ TEST_CASE("FastCpuSession fp32 equals CpuSession on generated shapes: GQA, own c
     glass::CpuSession ref(model);
     FastCpuSession fast(model, {2, WeightType::fp32, false, 512});
     CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
+    {  // FlashAttention for the prefill (C19), whole and in chunks of 16 (start > 0)
+        for (const int chunk : {512, 16}) {
+            glass::CpuSession ref_again(model);
+            FastCpuSession flash(model, {2, WeightType::fp32, false, chunk, true});
+            CHECK(worst_error(ref_again, flash, prompt, next) <= 1e-5);
+        }
+    }
     if (c.hidden_dim % 32 == 0 && c.vocab_size % 32 == 0 && c.kv_dim() % 32 == 0)
         CHECK(fast.weight_bytes() == model.weight_bytes);
     // reset() starts a new sequence: the same prompt gives the same logits again.

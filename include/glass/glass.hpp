@@ -41,6 +41,7 @@
 #include "glass/rmsnorm.hpp"        // 4. (normalization before attention and the MLP)
 #include "glass/softmax.hpp"        // 4. scores -> weights
 #include "glass/attention.hpp"      // 4. attention
+#include "glass/flash_attention.hpp" // 4. the same attention, tile by tile (FlashAttention)
 #include "glass/mlp.hpp"            // 5. MLP
 #include "glass/kv_cache.hpp"       // 6, 8. the cache prefill fills and decode extends
 #include "glass/trace.hpp"          // (an optional window into the forward pass)
@@ -80,6 +81,7 @@
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/token_tiles.hpp"
 #include "glass/fast/fast_model.hpp"
+#include "glass/fast/fast_flash_attention.hpp"
 #include "glass/fast/fast_session.hpp"
 #include "glass/fast/fast_paged_backend.hpp"
 #include "glass/fast/benchmark.hpp"

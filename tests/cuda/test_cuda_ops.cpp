@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -227,41 +228,54 @@ RowMatrix cpu_attention(const RowMatrix& q, const RowMatrix& k, const RowMatrix&
                                    1.0f / std::sqrt(float(d.head_dim)));
 }
 
+// Both prefill kernels (the three-step attention_naive and the tiled flash_attention) and the
+// three decode kernels (block per head, its naive fallback, split-K flash_decode) against the
+// CPU's causal_attention. Shapes: GQA ratios 1, 2, 3, 4, 7, 8; head_dim 64, 128, 256 (where the
+// flash kernel's key tiles halve); query counts that are and are not multiples of its 32 rows;
+// chunks (start > 0); long prefills and caches; split-K chunks shorter and longer than the cache.
 void add_attention(std::vector<Case>& cases) {
     struct S { int heads, kv_heads, head_dim, n_q, start; };
-    // GQA ratios 1, 4, 8 (and 2, 3); head_dim 64 and 128; odd lengths; chunks (start > 0); long.
     for (S s : {S{1, 1, 64, 1, 0}, S{8, 8, 64, 7, 0}, S{8, 2, 64, 33, 0}, S{8, 1, 128, 5, 100},
-                S{32, 4, 128, 17, 3}, S{6, 3, 64, 1, 2047}, S{2, 2, 128, 1, 0}, S{4, 1, 64, 2048, 0},
-                S{8, 2, 128, 2048, 0}}) {
-        // The emulator runs one of the two 2,048-query prefills (10 s for this one there).
-        if (s.heads == 8 && s.n_q == 2048 && gc::runs_on_emulator()) continue;
-        cases.push_back({fmt("attention_naive(heads=%d, kv_heads=%d, head_dim=%d, n_q=%d, start=%d)",
-                             s.heads, s.kv_heads, s.head_dim, s.n_q, s.start),
-                         kF32, s.n_q >= 2048, [s](Rng& rng) {
-            const gc::AttentionDims d{s.heads, s.kv_heads, s.head_dim};
-            const int n_k = s.start + s.n_q;
-            const RowMatrix q = random_matrix(rng, s.n_q, s.heads * s.head_dim);
-            const RowMatrix k = random_matrix(rng, n_k, s.kv_heads * s.head_dim);
-            const RowMatrix v = random_matrix(rng, n_k, s.kv_heads * s.head_dim);
-            gc::DeviceBuffer d_q = to_device(q), d_k = to_device(k), d_v = to_device(v);
-            gc::DeviceBuffer scores = poisoned(std::size_t(s.heads) * s.n_q * n_k);
-            gc::DeviceBuffer out = poisoned(std::size_t(s.n_q) * s.heads * s.head_dim);
-            gc::attention_naive(d_q.f32(), d_k.f32(), d_v.f32(), s.n_q, s.start, d,
-                                1.0f / std::sqrt(float(s.head_dim)), scores.f32(), out.f32());
-            return relative_error(gc::to_host(out.f32(), std::size_t(s.n_q) * s.heads * s.head_dim),
-                                  cpu_attention(q, k, v, s.start, d));
-        }});
-    }
+                S{32, 4, 128, 17, 3}, S{6, 3, 64, 1, 2047}, S{2, 2, 128, 1, 0}, S{7, 1, 64, 64, 0},
+                S{4, 2, 256, 40, 9}, S{4, 1, 64, 2048, 0}, S{8, 2, 128, 2048, 0}})
+        for (const bool flash : {false, true}) {
+            // The emulator runs one of the 2,048-query prefills of each kernel (10 s for the naive one there).
+            if (s.n_q == 2048 && gc::runs_on_emulator() && (s.heads == 8 || flash)) continue;
+            cases.push_back({fmt("%s, heads=%d, kv_heads=%d, head_dim=%d, n_q=%d, start=%d)",
+                                 flash ? "flash_attention(tiled" : "attention_naive(three steps", s.heads, s.kv_heads,
+                                 s.head_dim, s.n_q, s.start),
+                             kF32, s.n_q >= 2048, [s, flash](Rng& rng) {
+                const gc::AttentionDims d{s.heads, s.kv_heads, s.head_dim};
+                const int n_k = s.start + s.n_q;
+                const RowMatrix q = random_matrix(rng, s.n_q, s.heads * s.head_dim);
+                const RowMatrix k = random_matrix(rng, n_k, s.kv_heads * s.head_dim);
+                const RowMatrix v = random_matrix(rng, n_k, s.kv_heads * s.head_dim);
+                gc::DeviceBuffer d_q = to_device(q), d_k = to_device(k), d_v = to_device(v);
+                gc::DeviceBuffer out = poisoned(std::size_t(s.n_q) * s.heads * s.head_dim);
+                const float scale = 1.0f / std::sqrt(float(s.head_dim));
+                if (flash) {
+                    gc::flash_attention(d_q.f32(), d_k.f32(), d_v.f32(), s.n_q, s.start, d, scale, out.f32());
+                } else {
+                    gc::DeviceBuffer scores = poisoned(std::size_t(s.heads) * s.n_q * n_k);
+                    gc::attention_naive(d_q.f32(), d_k.f32(), d_v.f32(), s.n_q, s.start, d, scale, scores.f32(), out.f32());
+                }
+                return relative_error(gc::to_host(out.f32(), std::size_t(s.n_q) * s.heads * s.head_dim),
+                                      cpu_attention(q, k, v, s.start, d));
+            }});
+        }
 
     struct D { int heads, kv_heads, head_dim, n_k; };
     for (D s : {D{1, 1, 64, 1}, D{8, 8, 64, 2}, D{8, 2, 64, 257}, D{6, 2, 64, 33}, D{8, 1, 128, 2048},
                 D{32, 4, 128, 4097}, D{32, 32, 128, 1000}, D{4, 4, 256, 300}})
-        for (const char* variant : {"block per head", "block per head, n_k on device", "naive"})
-            cases.push_back({fmt("attention_decode(%s, heads=%d, kv_heads=%d, head_dim=%d, n_k=%d)",
-                                 variant, s.heads, s.kv_heads, s.head_dim, s.n_k),
+        for (const char* variant : {"block per head", "block per head, n_k on device", "naive", "split-K, chunk=7",
+                                    "split-K, chunk=256", "split-K, chunk=1000"})
+            cases.push_back({fmt("%s(%s, heads=%d, kv_heads=%d, head_dim=%d, n_k=%d)",
+                                 std::strstr(variant, "split-K") ? "flash_decode" : "attention_decode", variant, s.heads,
+                                 s.kv_heads, s.head_dim, s.n_k),
                              kF32, s.n_k > 2048, [s, variant](Rng& rng) {
                 const bool naive = std::strcmp(variant, "naive") == 0;
                 const bool on_device = std::strstr(variant, "on device") != nullptr;
+                const char* chunk_at = std::strstr(variant, "chunk=");
                 const gc::AttentionDims d{s.heads, s.kv_heads, s.head_dim};
                 const RowMatrix q = random_matrix(rng, 1, s.heads * s.head_dim);
                 const RowMatrix k = random_matrix(rng, s.n_k, s.kv_heads * s.head_dim);
@@ -270,9 +284,14 @@ void add_attention(std::vector<Case>& cases) {
                 gc::DeviceBuffer scores = poisoned(std::size_t(s.heads) * s.n_k);
                 gc::DeviceBuffer out = poisoned(std::size_t(s.heads) * s.head_dim);
                 const float scale = 1.0f / std::sqrt(float(s.head_dim));
-                if (naive)
+                if (chunk_at) {
+                    const int chunk = std::atoi(chunk_at + 6);
+                    gc::DeviceBuffer partial =
+                        poisoned(std::size_t(s.heads) * gc::flash_decode_splits(s.n_k, chunk) * (s.head_dim + 2));
+                    gc::flash_decode(d_q.f32(), d_k.f32(), d_v.f32(), s.n_k, d, scale, chunk, partial.f32(), out.f32());
+                } else if (naive) {
                     gc::attention_naive(d_q.f32(), d_k.f32(), d_v.f32(), 1, s.n_k - 1, d, scale, scores.f32(), out.f32());
-                else {
+                } else {
                     const int n_k[1] = {s.n_k};
                     gc::DeviceBuffer d_n_k = gc::to_device(std::span<const int>(n_k));
                     gc::attention_decode(d_q.f32(), d_k.f32(), d_v.f32(),

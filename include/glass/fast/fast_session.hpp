@@ -16,7 +16,8 @@
 ///     at FMA speed instead of memory speed; each product's input is first regrouped into
 ///     those 12-token tiles (token_tiles.hpp) so the kernel reads it from L1. Prefill attention
 ///     is two small tiled matrix products per head (S = QKᵀ, O = PV), not one dot product
-///     per (query, key) pair.
+///     per (query, key) pair. With FastOptions::flash_attention it is FlashAttention instead
+///     (fast_flash_attention.hpp: 64 x 64 tiles, online softmax, no score rows at all).
 ///  4. Buffers (activations, KV cache, RoPE angles) are sized once here: decode allocates
 ///     nothing (tests/test_fast_cpu.cpp counts operator new to prove it).
 ///  5. RoPE's cos/sin are tabulated once ([seq_len, head_dim/2]) instead of recomputed with
@@ -43,6 +44,7 @@
 
 #include "glass/checkpoint.hpp"
 #include "glass/fast/buffer.hpp"
+#include "glass/fast/fast_flash_attention.hpp"
 #include "glass/fast/fast_model.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/kv_cache.hpp"
@@ -171,6 +173,11 @@ private:
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         const float* keys = key_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
         const float* values = value_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
+        if (m_.options().flash_attention) {  // C19: tile by tile with the online softmax, no score rows
+            fast::flash_attention(q_, c_.dim, keys, values, kv_dim, n, start, {c_.n_heads, c_.n_kv_heads, hd}, scale,
+                                  att_, c_.dim, m_.pool());
+            return;
+        }
         const Kernels& k = m_.kernels();
         auto transpose = [&](int g, int) {  // keys_t[g][d][j] = keys[j][g·hd + d]
             float* kt = keys_t_ + std::int64_t{g} * hd * ld;
