@@ -66,7 +66,9 @@ int main(int argc, char** argv) {
         return 2;
     }
     const double peak1 = glass::fast::fma_peak_probe(1).median, peakT = glass::fast::fma_peak_probe(threads).median;
-    std::printf("FMA peak (measured now): %.1f GFLOP/s on 1 thread, %.1f on %d\n\n", peak1 / 1e9, peakT / 1e9, threads);
+    const glass::fast::Kernels kernels = glass::fast::best_kernels();
+    std::printf("FMA peak (measured now): %.1f GFLOP/s on 1 thread, %.1f on %d; attention kernels: %s\n\n", peak1 / 1e9,
+                peakT / 1e9, threads, kernels.name);
     std::printf("| shape (one KV group) | n | three-step ms | tiled ref ms | tiled fast 1 thread ms | tiled fast %d threads ms | "
                 "speed-up (fast %dT / three-step) | fast %dT %% of FMA peak | three-step scores | tiled scratch |\n",
                 threads, threads, threads);
@@ -90,7 +92,7 @@ int main(int argc, char** argv) {
             const auto fast = [&](glass::fast::ThreadPool& pool) {
                 return time_runs(runs, [&] {
                     glass::fast::flash_attention(q.data(), q.cols(), k.data(), v.data(), k.cols(), n, 0, shape, scale,
-                                                 out.data(), out.cols(), pool);
+                                                 out.data(), out.cols(), pool, kernels);
                 });
             };
             const glass::fast::Stat f1 = fast(one), fT = fast(many);
@@ -100,7 +102,7 @@ int main(int argc, char** argv) {
                 return 1;
             }
             const double flops = 4.0 * s.head_dim * s.group * (double(n) * (n + 1) / 2);
-            const std::int64_t scratch = 4 * (64LL * 64 + 64LL * (s.head_dim + 2)) * threads;
+            const std::int64_t scratch = 4LL * threads * (s.head_dim * 128 + 4 * 128 + 256 * (s.head_dim + 2) + 4 * s.head_dim);
             std::printf("| %s | %d | %.1f [%.1f – %.1f] | %.1f | %.1f [%.1f – %.1f] | %.1f [%.1f – %.1f] | %.2fx | %.0f%% | "
                         "%.1f MB | %.1f KB |\n",
                         s.name, n, three.median, three.min, three.max, ref.median, f1.median, f1.min, f1.max, fT.median,

@@ -1,5 +1,6 @@
 // The fast CPU path (include/glass/fast/): packed weights, kernels and FastCpuSession, each
 // checked against the plain reference it replaces. No timing here (speed lives in bench/).
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -133,6 +134,13 @@ TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal t
     fast.silu_mul(g_fast.data(), b.data(), 83);
     plain.silu_mul(g_plain.data(), b.data(), 83);
     CHECK(relative_error(g_fast, g_plain) < 1e-5);
+    // FlashAttention's step: e^(x - shift) over the first n (a tail of 3 past 5 full vectors), the sum.
+    const float shift = *std::max_element(a.begin(), a.end());
+    auto e_fast = a, e_plain = a;
+    const float sum_fast = fast.exp_shift(e_fast.data(), 83, shift), sum_plain = plain.exp_shift(e_plain.data(), 83, shift);
+    CHECK(relative_error(e_fast, e_plain) < 1e-5);
+    CHECK(sum_fast == doctest::Approx(sum_plain).epsilon(1e-5));
+    CHECK(e_fast[82] == doctest::Approx(std::exp(a[82] - shift)).epsilon(1e-5));
 }
 
 TEST_CASE("kernels: decode attention over a run of cached rows equals the plain loops, and one row at a time bit for bit") {

@@ -175,7 +175,7 @@ private:
         const float* values = value_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
         if (m_.options().flash_attention) {  // C19: tile by tile with the online softmax, no score rows
             fast::flash_attention(q_, c_.dim, keys, values, kv_dim, n, start, {c_.n_heads, c_.n_kv_heads, hd}, scale,
-                                  att_, c_.dim, m_.pool());
+                                  att_, c_.dim, m_.pool(), m_.kernels());
             return;
         }
         const Kernels& k = m_.kernels();

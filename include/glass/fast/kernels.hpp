@@ -34,6 +34,8 @@ struct Kernels {
                              int hd, float scale, float* s, long lds);
     void (*attention_mix)(const float* p, long ldp, int m, const float* v, long ldv, int n_keys, int hd,
                           float* o, long ldo);
+    // x[i] = e^(x[i] − shift), i < n; returns the sum (FlashAttention's online softmax)
+    float (*exp_shift)(float* x, int n, float shift);
 };
 
 // Floats of per-thread scratch the matmul kernels need (one unpacked panel chunk).
@@ -53,7 +55,8 @@ inline bool cpu_has_avx512() {
 
 inline Kernels portable_kernels() {
     return {"portable", portable::matvec, portable::matmul, portable::dot_rows, portable::add_rows,
-            portable::softmax, portable::silu_mul, portable::attention_scores, portable::attention_mix};
+            portable::softmax, portable::silu_mul, portable::attention_scores, portable::attention_mix,
+            portable::exp_shift};
 }
 
 inline Kernels best_kernels() {
@@ -61,7 +64,8 @@ inline Kernels best_kernels() {
     static_assert(avx512::kChunk * kPanel == kScratchFloats);
     if (cpu_has_avx512())
         return {"avx512", avx512::matvec, avx512::matmul, avx512::dot_rows, avx512::add_rows,
-                avx512::softmax, avx512::silu_mul, avx512::attention_scores, avx512::attention_mix};
+                avx512::softmax, avx512::silu_mul, avx512::attention_scores, avx512::attention_mix,
+                avx512::exp_shift};
 #endif
     return portable_kernels();
 }

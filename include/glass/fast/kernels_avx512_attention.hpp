@@ -215,6 +215,19 @@ GLASS_AVX512 inline void softmax(float* x, int n) {
     }
 }
 
+// x[i] = e^(x[i] − shift) for i < n; returns their sum (FlashAttention's online softmax step).
+GLASS_AVX512 inline float exp_shift(float* x, int n, float shift) {
+    const __m512 s = _mm512_set1_ps(shift);
+    __m512 sum = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = row_masks(n - i).lo;
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
+        _mm512_mask_storeu_ps(x + i, m, e);
+        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
 // gate[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + e^−g)   (SwiGLU, mlp.hpp)
 GLASS_AVX512 inline void silu_mul(float* gate, const float* up, int n) {
     const __m512 one = _mm512_set1_ps(1.0f);

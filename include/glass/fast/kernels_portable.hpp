@@ -93,6 +93,13 @@ inline void softmax(float* x, int n) {
     for (int i = 0; i < n; ++i) x[i] /= sum;
 }
 
+// x[i] = e^(x[i] − shift) for i < n; returns their sum (FlashAttention's online softmax step).
+inline float exp_shift(float* x, int n, float shift) {
+    float sum = 0;
+    for (int i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - shift));
+    return sum;
+}
+
 inline void silu_mul(float* gate, const float* up, int n) {
     for (int i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
