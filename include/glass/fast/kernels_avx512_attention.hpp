@@ -195,26 +195,6 @@ GLASS_AVX512 inline __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-// softmax over x[0..n) in place (all entries finite: the caller passes visible keys only).
-GLASS_AVX512 inline void softmax(float* x, int n) {
-    __m512 mx = _mm512_set1_ps(-3.0e38f);
-    for (int i = 0; i < n; i += 16)
-        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, row_masks(n - i).lo, x + i));
-    const __m512 max_value = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += 16) {
-        const __mmask16 m = row_masks(n - i).lo;
-        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), max_value));
-        _mm512_mask_storeu_ps(x + i, m, e);
-        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
-    }
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (int i = 0; i < n; i += 16) {
-        const __mmask16 m = row_masks(n - i).lo;
-        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
-    }
-}
-
 // x[i] = e^(x[i] − shift) for i < n; returns their sum (FlashAttention's online softmax step).
 GLASS_AVX512 inline float exp_shift(float* x, int n, float shift) {
     const __m512 s = _mm512_set1_ps(shift);
@@ -226,6 +206,19 @@ GLASS_AVX512 inline float exp_shift(float* x, int n, float shift) {
         sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
     }
     return _mm512_reduce_add_ps(sum);
+}
+
+// softmax over x[0..n) in place (all entries finite: the caller passes visible keys only):
+// the maximum, then exp_shift's exponentials and sum, then one multiply by the sum's inverse.
+GLASS_AVX512 inline void softmax(float* x, int n) {
+    __m512 mx = _mm512_set1_ps(-3.0e38f);
+    for (int i = 0; i < n; i += 16)
+        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, row_masks(n - i).lo, x + i));
+    const __m512 inv = _mm512_set1_ps(1.0f / exp_shift(x, n, _mm512_reduce_max_ps(mx)));
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = row_masks(n - i).lo;
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+    }
 }
 
 // gate[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + e^−g)   (SwiGLU, mlp.hpp)
