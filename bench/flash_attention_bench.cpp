@@ -29,13 +29,6 @@
 
 namespace {
 
-glass::RowMatrix random_matrix(int rows, int cols, std::mt19937& rng) {
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    glass::RowMatrix m(rows, cols);
-    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
-    return m;
-}
-
 template <typename F>
 glass::fast::Stat time_runs(int runs, F&& f) {
     std::vector<double> ms;
@@ -82,8 +75,8 @@ int main(int argc, char** argv) {
             if (n > max_n) continue;
             const glass::AttentionShape shape{s.group, 1, s.head_dim};
             const float scale = 1.0f / std::sqrt(float(s.head_dim));
-            const glass::RowMatrix q = random_matrix(n, s.group * s.head_dim, rng);
-            const glass::RowMatrix k = random_matrix(n, s.head_dim, rng), v = random_matrix(n, s.head_dim, rng);
+            const glass::RowMatrix q = glass::fast::random_normal_matrix(n, s.group * s.head_dim, rng);
+            const glass::RowMatrix k = glass::fast::random_normal_matrix(n, s.head_dim, rng), v = glass::fast::random_normal_matrix(n, s.head_dim, rng);
             glass::RowMatrix out(n, s.group * s.head_dim);
             const int ref_runs = n >= 8192 ? 1 : runs;  // the three-step one at 8,192 takes seconds per run
             const glass::fast::Stat three = time_runs(ref_runs, [&] { out = glass::causal_attention(q, k, v, 0, shape, scale); });
@@ -102,7 +95,7 @@ int main(int argc, char** argv) {
                 return 1;
             }
             const double flops = 4.0 * s.head_dim * s.group * (double(n) * (n + 1) / 2);
-            const std::int64_t scratch = 4LL * threads * (s.head_dim * 128 + 4 * 128 + 256 * (s.head_dim + 2) + 4 * s.head_dim);
+            const std::int64_t scratch = 4LL * static_cast<std::int64_t>(glass::fast::flash_scratch_floats(threads, s.head_dim, {256, 128}));
             std::printf("| %s | %d | %.1f [%.1f – %.1f] | %.1f | %.1f [%.1f – %.1f] | %.1f [%.1f – %.1f] | %.2fx | %.0f%% | "
                         "%.1f MB | %.1f KB |\n",
                         s.name, n, three.median, three.min, three.max, ref.median, f1.median, f1.min, f1.max, fT.median,

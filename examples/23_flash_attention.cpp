@@ -20,17 +20,11 @@
 #include <vector>
 
 #include "args.hpp"
+#include "glass/fast/random_model.hpp"
 #include "glass/flash_attention.hpp"
 #include "svg.hpp"
 
 namespace {
-
-glass::RowMatrix random_matrix(int rows, int cols, std::mt19937& rng) {
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    glass::RowMatrix m(rows, cols);
-    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
-    return m;
-}
 
 double relative_error(const glass::RowMatrix& got, const glass::RowMatrix& want) {
     return double((got - want).norm() / want.norm());
@@ -90,8 +84,8 @@ void against_three_step() {
     for (const Run r : {Run{"prefill of 300 positions", 0, 300}, Run{"chunk of 64 positions after 200", 200, 64},
                         Run{"decode at position 511", 511, 1}}) {
         const int n_k = r.start + r.n_q;
-        const glass::RowMatrix q = random_matrix(r.n_q, 12 * 64, rng);
-        const glass::RowMatrix k = random_matrix(n_k, 4 * 64, rng), v = random_matrix(n_k, 4 * 64, rng);
+        const glass::RowMatrix q = glass::fast::random_normal_matrix(r.n_q, 12 * 64, rng);
+        const glass::RowMatrix k = glass::fast::random_normal_matrix(n_k, 4 * 64, rng), v = glass::fast::random_normal_matrix(n_k, 4 * 64, rng);
         glass::FlashCounts counts;
         const glass::RowMatrix flash = glass::flash_attention(q, k, v, r.start, shape, scale, tiles, &counts);
         const glass::RowMatrix three_step = glass::causal_attention(q, k, v, r.start, shape, scale);

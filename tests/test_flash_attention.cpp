@@ -8,19 +8,13 @@
 #include <random>
 #include <sstream>
 
+#include "glass/fast/random_model.hpp"
 #include "glass/fast/fast_flash_attention.hpp"
 #include "glass/flash_attention.hpp"
 #include "relative_error.hpp"
 #include "test_support.hpp"
 
 namespace {
-
-glass::RowMatrix random_matrix(int rows, int cols, std::mt19937& rng, float spread = 1.0f) {
-    std::normal_distribution<float> d(0.0f, spread);
-    glass::RowMatrix m(rows, cols);
-    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
-    return m;
-}
 
 double error(const glass::RowMatrix& got, const glass::RowMatrix& want) {
     return test::relative_error({got.data(), static_cast<size_t>(got.size())},
@@ -53,9 +47,9 @@ TEST_CASE("flash_attention equals causal_attention: prefill, decode, chunks, eve
     for (const Case& c : kCases) {
         const glass::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
         const int n_k = c.start_pos + c.n_q;
-        const glass::RowMatrix q = random_matrix(c.n_q, c.n_heads * c.head_dim, rng);
-        const glass::RowMatrix k = random_matrix(n_k, c.n_kv_heads * c.head_dim, rng);
-        const glass::RowMatrix v = random_matrix(n_k, c.n_kv_heads * c.head_dim, rng);
+        const glass::RowMatrix q = glass::fast::random_normal_matrix(c.n_q, c.n_heads * c.head_dim, rng);
+        const glass::RowMatrix k = glass::fast::random_normal_matrix(n_k, c.n_kv_heads * c.head_dim, rng);
+        const glass::RowMatrix v = glass::fast::random_normal_matrix(n_k, c.n_kv_heads * c.head_dim, rng);
         const float scale = 1.0f / std::sqrt(float(c.head_dim));
         const glass::RowMatrix want = glass::causal_attention(q, k, v, c.start_pos, shape, scale);
         glass::fast::ThreadPool pool(2);
@@ -94,7 +88,7 @@ TEST_CASE("prefill skips exactly the tiles after the diagonal; decode skips none
     const glass::AttentionShape shape{2, 1, 8};
     // Prefill of 64 positions in 16 x 16 tiles: query tile i sees key tiles 0..i, so per head
     // 1 + 2 + 3 + 4 = 10 computed, 6 skipped; 10 · 256 scores each.
-    const glass::RowMatrix q = random_matrix(64, 16, rng), k = random_matrix(64, 8, rng), v = random_matrix(64, 8, rng);
+    const glass::RowMatrix q = glass::fast::random_normal_matrix(64, 16, rng), k = glass::fast::random_normal_matrix(64, 8, rng), v = glass::fast::random_normal_matrix(64, 8, rng);
     glass::FlashCounts c;
     glass::flash_attention(q, k, v, 0, shape, 0.3f, {16, 16}, &c);
     CHECK(c.tiles_computed == 2 * 10);
@@ -113,9 +107,9 @@ TEST_CASE("scores that would overflow exp stay finite (pitfall 8): the running m
     // (keys grow), so every correction factor is exercised.
     std::mt19937 rng(11);
     const glass::AttentionShape shape{2, 2, 4};
-    glass::RowMatrix q = random_matrix(20, 8, rng, 10.0f), k = random_matrix(20, 8, rng, 10.0f);
+    glass::RowMatrix q = glass::fast::random_normal_matrix(20, 8, rng, 10.0f), k = glass::fast::random_normal_matrix(20, 8, rng, 10.0f);
     for (int j = 0; j < 20; ++j) k.row(j) *= 1.0f + 0.2f * float(j);
-    const glass::RowMatrix v = random_matrix(20, 8, rng);
+    const glass::RowMatrix v = glass::fast::random_normal_matrix(20, 8, rng);
     const glass::RowMatrix want = glass::causal_attention(q, k, v, 0, shape, 1.0f);
     const glass::RowMatrix got = glass::flash_attention(q, k, v, 0, shape, 1.0f, {4, 3});
     CHECK(got.allFinite());

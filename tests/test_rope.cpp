@@ -6,23 +6,12 @@
 #include <cstring>
 #include <random>
 
+#include "glass/fast/random_model.hpp"
 #include "test_support.hpp"
-
-namespace {
-
-glass::RowMatrix random_matrix(int rows, int cols, std::mt19937& rng) {
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    glass::RowMatrix m(rows, cols);
-    for (int i = 0; i < rows; ++i)
-        for (int j = 0; j < cols; ++j) m(i, j) = normal(rng);
-    return m;
-}
-
-}  // namespace
 
 TEST_CASE("position 0 is the identity; the angle of pair i is pos * theta^(-2i/d)") {
     std::mt19937 rng(1);
-    glass::RowMatrix x = random_matrix(1, 16, rng);
+    glass::RowMatrix x = glass::fast::random_normal_matrix(1, 16, rng);
     const glass::RowMatrix before = x;
     glass::apply_rope(x, 2, 8, 0, 10000.0f, glass::RopeLayout::adjacent_pairs);
     CHECK(x == before);
@@ -36,7 +25,7 @@ TEST_CASE("position 0 is the identity; the angle of pair i is pos * theta^(-2i/d
 
 TEST_CASE("scores depend only on the distance between positions") {
     std::mt19937 rng(2);
-    const glass::RowMatrix q0 = random_matrix(1, 8, rng), k0 = random_matrix(1, 8, rng);
+    const glass::RowMatrix q0 = glass::fast::random_normal_matrix(1, 8, rng), k0 = glass::fast::random_normal_matrix(1, 8, rng);
     auto score = [&](int qpos, int kpos, glass::RopeLayout layout) {
         glass::RowMatrix q = q0, k = k0;
         glass::apply_rope(q, 1, 8, qpos, 10000.0f, layout);
@@ -52,8 +41,8 @@ TEST_CASE("scores depend only on the distance between positions") {
 TEST_CASE("half-split RoPE on permuted weights equals adjacent-pair RoPE on the originals") {
     std::mt19937 rng(3);
     const int n_heads = 4, hd = 16, dim = n_heads * hd, n = 6, start = 9;
-    const glass::RowMatrix x = random_matrix(n, dim, rng);
-    const glass::RowMatrix wq = random_matrix(dim, dim, rng);  // adjacent (llama2.c) layout
+    const glass::RowMatrix x = glass::fast::random_normal_matrix(n, dim, rng);
+    const glass::RowMatrix wq = glass::fast::random_normal_matrix(dim, dim, rng);  // adjacent (llama2.c) layout
     const glass::RowMatrix wq_hf = glass::permute_rows_adjacent_to_half_split(wq, n_heads, hd);
     CHECK(glass::permute_rows_half_split_to_adjacent(wq_hf, n_heads, hd) == wq);  // inverse
     CHECK(wq_hf != wq);

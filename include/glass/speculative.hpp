@@ -223,6 +223,7 @@ inline SpeculativeRound judge_draft(std::span<const float> rows, int vocab, cons
     SpeculativeRound round;
     round.drafted = draft.tokens;
     std::vector<float> one_hot;  // q for a drafter without a distribution (it was certain); one per round
+    int hot = -1;                // the index of one_hot's 1, if any
     for (int i = 0; i < n; ++i) {
         const int d = draft.tokens[static_cast<size_t>(i)];
         if (d < 0 || d >= vocab) fail("drafted token ", d, " is outside the vocabulary [0, ", vocab, ")");
@@ -232,9 +233,11 @@ inline SpeculativeRound judge_draft(std::span<const float> rows, int vocab, cons
             v.accepted = d == best || rule == AcceptRule::always_accept;
             v.token = v.accepted ? d : best;
         } else {
-            if (draft.q.empty()) {
-                one_hot.assign(static_cast<size_t>(vocab), 0.0f);  // reuses the round's allocation
+            if (draft.q.empty()) {  // filled once per round; after that only the 1 moves
+                if (one_hot.empty()) one_hot.assign(static_cast<size_t>(vocab), 0.0f);
+                if (hot >= 0) one_hot[static_cast<size_t>(hot)] = 0.0f;
                 one_hot[static_cast<size_t>(d)] = 1.0f;
+                hot = d;
             }
             const std::span<const float> q = draft.q.empty() ? std::span<const float>(one_hot)
                                                              : std::span<const float>(draft.q[static_cast<size_t>(i)]);

@@ -45,7 +45,7 @@ struct FastOptions {
     WeightType weights = WeightType::fp32;
     bool portable_kernels = false;  // force the plain loops (tests; CPUs without AVX-512)
     int prefill_chunk = 512;        // FastCpuSession: prompt positions per pass (bounds its buffers)
-    bool flash_attention = false;   // FastCpuSession: prefill attention tile by tile (fast_flash_attention.hpp)
+    bool flash_attention = true;    // FastCpuSession: prefill attention tile by tile (fast_flash_attention.hpp); false: score rows
 };
 
 /// Which kernel multiplies a single row (n = 1) in run_products.

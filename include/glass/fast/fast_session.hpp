@@ -17,7 +17,7 @@
 ///     those 12-token tiles (token_tiles.hpp) so the kernel reads it from L1. Prefill attention
 ///     is two small tiled matrix products per head (S = QKᵀ, O = PV), not one dot product
 ///     per (query, key) pair. With FastOptions::flash_attention it is FlashAttention instead
-///     (fast_flash_attention.hpp: 64 x 64 tiles, online softmax, no score rows at all).
+///     (fast_flash_attention.hpp: 256 x 128 tiles, online softmax, no score rows at all).
 ///  4. Buffers (activations, KV cache, RoPE angles) are sized once here: decode allocates
 ///     nothing (tests/test_fast_cpu.cpp counts operator new to prove it).
 ///  5. RoPE's cos/sin are tabulated once ([seq_len, head_dim/2]) instead of recomputed with
@@ -100,6 +100,7 @@ public:
 
 private:
     using Product = FastModel::Product;
+    static constexpr FlashTiles kFlashTiles{256, 128};  // query rows x keys per tile (C19)
 
     // ---- construction: size every buffer once ----------------------------------------------
 
@@ -114,7 +115,8 @@ private:
             n * c_.hidden_dim, n * c_.hidden_dim,             // gate, up
             c_.vocab_size,                                    // logits
             T * scores_per_thread(),                          // attention scores, per thread
-            std::int64_t{c_.kv_dim()} * c_.seq_len,           // one layer's keys, transposed
+            flash_scratch(),                                  // FlashAttention's tiles, all threads
+            keys_t_floats(),                                  // one layer's keys, transposed
             kv_rows * c_.kv_dim(), kv_rows * c_.kv_dim(),     // K and V cache
         };
         std::int64_t total = 0;
@@ -122,7 +124,7 @@ private:
         activations_ = HugeBuffer(static_cast<std::size_t>(total) * 4);
         float* p = activations_.as<float>();
         float** targets[] = {&x_,      &xn_,     &q_,      &att_,       &gate_, &up_,
-                             &logits_, &scores_, &keys_t_, &key_cache_, &value_cache_};
+                             &logits_, &scores_, &flash_,  &keys_t_, &key_cache_, &value_cache_};
         for (size_t i = 0; i < std::size(sizes); ++i) {
             *targets[i] = p;
             p += (sizes[i] + 15) / 16 * 16;
@@ -132,6 +134,14 @@ private:
     // Prefill: a block of kAttentionRows query rows; decode: the query heads of one KV head.
     std::int64_t scores_per_thread() const {
         return std::int64_t{std::max(kAttentionRows, c_.heads_per_kv_head())} * c_.seq_len;
+    }
+    std::int64_t keys_t_floats() const {  // Kᵀ [kv_dim][seq_len], or in FlashAttention's key tiles
+        if (!m_.options().flash_attention) return std::int64_t{c_.kv_dim()} * c_.seq_len;
+        return tiled_keys_head_stride(c_.seq_len, c_.head_dim(), kFlashTiles.k) * c_.n_kv_heads;
+    }
+    std::int64_t flash_scratch() const {
+        if (!m_.options().flash_attention) return 0;
+        return static_cast<std::int64_t>(flash_scratch_floats(m_.threads(), c_.head_dim(), kFlashTiles));
     }
 
     // ---- the forward pass ------------------------------------------------------------------
@@ -174,11 +184,13 @@ private:
         const float* keys = key_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
         const float* values = value_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
         if (m_.options().flash_attention) {  // C19: tile by tile with the online softmax, no score rows
-            fast::flash_attention(q_, c_.dim, keys, values, kv_dim, n, start, {c_.n_heads, c_.n_kv_heads, hd}, scale,
-                                  att_, c_.dim, m_.pool(), m_.kernels());
+            // keys_t_ holds one layer at a time: every layer's keys, transposed into tiles again.
+            const std::int64_t stride = tiled_keys_head_stride(c_.seq_len, hd, kFlashTiles.k);
+            transpose_keys_tiled(keys, kv_dim, total, c_.n_kv_heads, hd, kFlashTiles.k, keys_t_, stride, m_.pool());
+            fast::flash_attention(q_, c_.dim, keys_t_, stride, values, kv_dim, n, start, {c_.n_heads, c_.n_kv_heads, hd},
+                                  scale, att_, c_.dim, m_.pool(), m_.kernels(), kFlashTiles, flash_);
             return;
         }
-        const Kernels& k = m_.kernels();
         auto transpose = [&](int g, int) {  // keys_t[g][d][j] = keys[j][g·hd + d]
             float* kt = keys_t_ + std::int64_t{g} * hd * ld;
             for (int j = 0; j < total; ++j)
@@ -186,6 +198,7 @@ private:
                     kt[std::int64_t{d} * ld + j] = keys[std::int64_t{j} * kv_dim + g * hd + d];
         };
         m_.pool().run(c_.n_kv_heads, transpose);
+        const Kernels& k = m_.kernels();
         auto job = [&](int h, int thread) {
             float* scores = scores_ + std::int64_t{thread} * scores_per_thread();  // [rows][ld]
             const int g = h / group;
@@ -254,7 +267,7 @@ private:
     int chunk_ = 0;
     int length_ = 0;  // positions in the KV cache
     float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *att_ = nullptr, *gate_ = nullptr,
-          *up_ = nullptr, *logits_ = nullptr, *scores_ = nullptr, *keys_t_ = nullptr,
+          *up_ = nullptr, *logits_ = nullptr, *scores_ = nullptr, *flash_ = nullptr, *keys_t_ = nullptr,
           *key_cache_ = nullptr, *value_cache_ = nullptr;
 };
 

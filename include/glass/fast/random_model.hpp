@@ -13,11 +13,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "glass/checkpoint.hpp"
 #include "glass/errors.hpp"
+#include "glass/tensor.hpp"
 
 namespace glass::fast {
 
@@ -34,6 +36,15 @@ inline ModelConfig shape_config(const std::string& name) {
     else if (name == "tinyllama1b") set(2048, 5632, 22, 32, 4, 32000, 2048, false);
     else fail("unknown shape '", name, "' (stories15M, stories110M, tinyllama1b)");
     return c;
+}
+
+// A [rows, cols] matrix of independent normal(0, spread) numbers, filled row by row from rng:
+// the activations of the attention tests, benchmarks and examples.
+inline RowMatrix random_normal_matrix(int rows, int cols, std::mt19937& rng, float spread = 1.0f) {
+    std::normal_distribution<float> normal(0.0f, spread);
+    RowMatrix m(rows, cols);
+    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+    return m;
 }
 
 // A small, fast generator (xorshift64*): uniform floats in [-1, 1).
