@@ -13,6 +13,7 @@
 ///   softmax_inplace     softmax.hpp      softmax_rows_naive(), softmax_rows()   softmax.cu
 ///   causal_attention    attention.hpp    attention_naive(), attention_decode()  attention.cu
 ///   flash_attention     flash_attention  flash_attention(), flash_decode()  flash_attention.cu
+///   quantized_matmul    quantize.hpp     quantized_matmul_naive(), quantized_matmul()  quantize.cu
 ///   swiglu_mlp          mlp.hpp          swiglu(), mlp(); residual_add()   mlp.cu
 ///   sample              sampling.hpp     DeviceSampler                     sampling.cu
 ///   KVCache             kv_cache.hpp     DeviceKVCache, kv_write()         kv_cache.cpp, .cu
@@ -245,6 +246,22 @@ void flash_attention(const float* d_q, const float* d_keys, const float* d_value
 int flash_decode_splits(int n_k, int chunk);
 void flash_decode(const float* d_q, const float* d_keys, const float* d_values, int n_k, const AttentionDims& dims,
                   float scale, int chunk, float* d_partial, float* d_out);
+
+// quantize.cu — y [n, rows] = x [n, cols] · W'ᵀ with W' in glass/quantize.hpp's blocks of 32
+// (one fp16 scale + 32 int8, or 32 4-bit q + 8, per block), dequantized inside the kernel (C14).
+enum class QuantType { q8_0, q4_0 };  // glass::QuantFormat's two formats, same bytes
+const char* to_string(QuantType t);
+constexpr int kQuantBlockSize = 32;
+struct DeviceQuantMatrix {
+    const std::uint8_t* quants = nullptr;   // device [rows][row_bytes], 16-byte aligned
+    const std::uint16_t* scales = nullptr;  // device [rows][blocks], fp16 bit patterns
+    QuantType type = QuantType::q8_0;
+    int rows = 0, cols = 0;
+    int blocks = 0;     // (cols + 31) / 32
+    int row_bytes = 0;  // blocks · 32 (q8) or blocks · 16 (q4)
+};
+void quantized_matmul_naive(const float* d_x, int n, const DeviceQuantMatrix& w, float* d_y);  // thread per output
+void quantized_matmul(const float* d_x, int n, const DeviceQuantMatrix& w, float* d_y);        // warp per row
 
 // mlp.cu — gate [n] = silu(gate) ⊙ up, in place; x [n] += y. mlp(): the whole SwiGLU MLP of
 // glass/mlp.hpp for x [n_tokens, dim] with scratch gate/up [n_tokens, hidden]; out [n_tokens, dim].

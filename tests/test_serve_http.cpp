@@ -748,6 +748,19 @@ TEST_CASE("serve --draft: speculative decoding in the engine serves glass genera
     CHECK(alone.err.find("--draft-k applies with --draft") != std::string::npos);
 }
 
+TEST_CASE("serve --precision q4: the engine on 4-bit weights serves glass generate --precision q4's text" * doctest::skip(kNoCurl)) {
+    const std::string prompt = "Once upon a time";
+    const json expected = generate(prompt, "--temperature 0 --max-new-tokens 40 --threads 1 --precision q4");
+    ServerProcess s({"--precision", "q4", "--threads", "1"});
+    const Reply r = post(s, "/v1/completions", {{"prompt", prompt}, {"temperature", 0}, {"max_tokens", 40}});
+    REQUIRE(r.status == 200);
+    CHECK(r.json_body()["choices"][0]["text"] == expected["text"]);
+    CHECK(s.log().find("1 threads, q4") != std::string::npos);
+    const test::Run reference = test::run("timeout 20 " + glass_bin() + " serve --backend reference --precision q8 </dev/null");
+    CHECK(reference.exit_code == 2);
+    CHECK(reference.err.find("--threads and --precision apply to --backend fast") != std::string::npos);
+}
+
 TEST_CASE("serve: a client that reads slowly stalls no one else and still gets its whole stream" * doctest::skip(kNoCurl)) {
     ServerProcess server({});
     INFO("server log:\n" << server.log());

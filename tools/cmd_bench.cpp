@@ -1,7 +1,8 @@
 // glass bench — prefill and decode speed of the fast CPU path, as medians of several runs.
 //
 //   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]
-//               [--weights fp32|fp16|bf16|q8] [--probes] [--json]
+//               [--precision fp32|fp16|bf16|q8|q4] [--probes] [--json]
+// (--weights is an older name for --precision, still accepted.)
 // --probes also measures read bandwidth and FMA peak with the same threads and prints the
 // ratios (decode: weight bytes × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak).
 #include <thread>
@@ -15,7 +16,7 @@ namespace cli {
 
 int cmd_bench(int argc, char** argv) {
     Flags flags("bench", {{"-m", true}, {"--threads", true}, {"--prompt-len", true}, {"--gen", true},
-                          {"--runs", true}, {"--weights", true}, {"--probes", false}, {"--json", false}});
+                          {"--runs", true}, {"--precision", true}, {"--weights", true}, {"--probes", false}, {"--json", false}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     if (!flags.has("-m")) throw UsageError("glass bench needs a model: -m FILE (glass random-model makes one)");
@@ -28,7 +29,9 @@ int cmd_bench(int argc, char** argv) {
     if (prompt_len < 1) throw UsageError("--prompt-len must be ≥ 1, got " + std::to_string(prompt_len));
     if (gen < 1) throw UsageError("--gen must be ≥ 1, got " + std::to_string(gen));
     if (runs < 5) throw UsageError("--runs must be ≥ 5 (medians need several runs), got " + std::to_string(runs));
-    const auto weights = glass::fast::weight_type_from_string(flags.get("--weights", "fp32"));
+    if (flags.has("--precision") && flags.has("--weights"))
+        throw UsageError("--weights is another name for --precision: give one of them");
+    const auto weights = glass::fast::weight_type_from_string(flags.get("--precision", flags.get("--weights", "fp32")));
 
     const glass::Model model = glass::load_llama2c_checkpoint(flags.get("-m", ""));
     const glass::ModelConfig& c = model.config;

@@ -18,7 +18,7 @@ namespace {
 
 // The backend behind the one generate loop:
 //   --device cpu (default)                the plain reference (transformer.hpp)
-//   --device cpu --threads N / --precision fp32|fp16|bf16|q8
+//   --device cpu --threads N / --precision fp32|fp16|bf16|q8|q4
 //                                         the fast CPU path (fast/fast_session.hpp)
 //   --device cuda [--precision fp32|fp16|bf16] [--cuda-graph]   the GPU (cuda/); --cuda-graph
 //                                         replays each decode step as one CUDA graph
@@ -66,8 +66,8 @@ int cmd_generate(int argc, char** argv) {
     if (device != "cpu" && device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + device + "'");
     const std::string precision = flags.get("--precision", "");
     if (!precision.empty() && precision != "fp32" && precision != "fp16" && precision != "bf16" &&
-        !(precision == "q8" && device == "cpu"))
-        throw UsageError("--precision must be fp32, fp16, bf16 (or q8 on the CPU), got '" + precision + "'");
+        !((precision == "q8" || precision == "q4") && device == "cpu"))
+        throw UsageError("--precision must be fp32, fp16, bf16 (or q8, q4 on the CPU), got '" + precision + "'");
     if (flags.has("--cuda-graph") && device != "cuda") throw UsageError("--cuda-graph applies to --device cuda");
     const auto threads = flags.number<int>("--threads");
     if (threads && device != "cpu") throw UsageError("--threads applies to --device cpu");

@@ -1,8 +1,8 @@
 // glass serve — an OpenAI-compatible HTTP server on the batching engine.
 //
 //   glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]
-//               [--backend fast|reference] [--threads N] [--max-queue N] [--block-size B]
-//               [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]
+//               [--backend fast|reference] [--threads N] [--precision fp32|fp16|bf16|q8|q4]
+//               [--max-queue N] [--block-size B] [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]
 //               [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //
 // The JSON of the API (requests, responses, stream chunks, errors, the chat template) is in
@@ -260,7 +260,7 @@ int cmd_serve(int argc, char** argv) {
                           {"--backend", true}, {"--threads", true}, {"--max-queue", true}, {"--block-size", true},
                           {"--budget", true}, {"--no-prefix-cache", false}, {"--no-chunked-prefill", false},
                           {"--shutdown-timeout", true}, {"--shape", true}, {"--context", true},
-                          {"--draft", true}, {"--draft-k", true}});
+                          {"--draft", true}, {"--draft-k", true}, {"--precision", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     const std::string host = flags.get("--host", "127.0.0.1");
@@ -269,8 +269,11 @@ int cmd_serve(int argc, char** argv) {
     const std::string backend_name = flags.get("--backend", "fast");
     if (backend_name != "fast" && backend_name != "reference")
         throw UsageError("--backend must be fast or reference, got '" + backend_name + "'");
-    if (backend_name == "reference" && flags.has("--threads")) throw UsageError("--threads applies to --backend fast");
+    if (backend_name == "reference" && (flags.has("--threads") || flags.has("--precision")))
+        throw UsageError("--threads and --precision apply to --backend fast");
     const int threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    const std::string precision = flags.get("--precision", "fp32");
+    const glass::fast::WeightType weights = glass::fast::weight_type_from_string(precision);
     if (threads < 1 || threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(threads));
     const int max_queue = flags.number<int>("--max-queue").value_or(64);
     if (max_queue < 1 || max_queue > 4096) throw UsageError("--max-queue must be in [1, 4096], got " + std::to_string(max_queue));
@@ -315,6 +318,7 @@ int cmd_serve(int argc, char** argv) {
     const glass::Tokenizer& tok = *tok_owner;
     glass::fast::FastOptions fo;
     fo.threads = threads;
+    fo.weights = weights;
     const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, model, fo);
     std::vector<std::unique_ptr<glass::Model>> draft_models;  // --draft: speculative decoding in the engine
     engine_draft_from_flags(flags, backend_name, model, fo, draft_models, eo);
@@ -407,7 +411,7 @@ int cmd_serve(int argc, char** argv) {
                  "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d | "
                  "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s\n",
                  s.model.name.c_str(), model.config.dim, model.config.n_layers, model.config.vocab_size, model.config.seq_len,
-                 backend_name.c_str(), backend_name == "fast" ? (", " + std::to_string(threads) + " threads").c_str() : "",
+                 backend_name.c_str(), backend_name == "fast" ? (", " + std::to_string(threads) + " threads, " + precision).c_str() : "",
                  engine.num_blocks(), eo.block_size, eo.prefix_caching ? "on" : "off",
                  eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue,
                  eo.draft_k > 0 ? (" | draft " + flags.get("--draft", "") + ", k " + std::to_string(eo.draft_k)).c_str() : "");

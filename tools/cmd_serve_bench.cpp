@@ -2,7 +2,7 @@
 // measured beside its baseline in the same command (serve/measure.hpp does the measuring).
 //
 //   glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference]
-//       [--threads N] [--precision fp32|fp16|bf16|q8]
+//       [--threads N] [--precision fp32|fp16|bf16|q8|q4]
 //       [--requests N] [--rate R] [--prompt-len A:B] [--gen A:B] [--shared-prefix T]
 //       [--block-size B] [--pool-blocks N] [--budget T] [--max-running N]
 //       [--no-prefix-cache] [--no-chunked-prefill] [--seed S]
@@ -75,7 +75,6 @@ int cmd_serve_bench(int argc, char** argv) {
     if (eo.block_size < 1) throw UsageError("--block-size must be >= 1, got " + std::to_string(eo.block_size));
     if (eo.num_blocks < 0) throw UsageError("--pool-blocks must be >= 1, got " + std::to_string(eo.num_blocks));
     const std::string draft_spec = flags.get("--draft", "");
-    const int draft_k = draft_k_from_flags(flags);  // (checked again where the engine gets it)
 
     glass::serve::LoadSpec load;
     load.requests = flags.number<int>("--requests").value_or(32);
@@ -153,12 +152,12 @@ int cmd_serve_bench(int argc, char** argv) {
             const double rate = r.draft_proposed > 0 ? static_cast<double>(r.draft_accepted) / r.draft_proposed : 0.0;
             std::printf("C15 draft %s, k %d: %lld of %lld drafted tokens accepted (%.1f%%); %d steps vs %d without; "
                         "%.1f vs %.1f tokens/s (%.2fx); TPOT p50 %.2f vs %.2f ms\n",
-                        draft_spec.c_str(), draft_k, static_cast<long long>(r.draft_accepted),
+                        draft_spec.c_str(), eo.draft_k, static_cast<long long>(r.draft_accepted),
                         static_cast<long long>(r.draft_proposed), 100.0 * rate, r.steps, p.steps,
                         r.throughput_tokens_per_s, p.throughput_tokens_per_s,
                         p.throughput_tokens_per_s > 0 ? r.throughput_tokens_per_s / p.throughput_tokens_per_s : 0.0,
                         r.tpot_ms_p50, p.tpot_ms_p50);
-            j.update({{"draft", draft_spec}, {"draft_k", draft_k}, {"draft_proposed", r.draft_proposed},
+            j.update({{"draft", draft_spec}, {"draft_k", eo.draft_k}, {"draft_proposed", r.draft_proposed},
                       {"draft_accepted", r.draft_accepted}, {"acceptance_rate", rate}, {"steps", r.steps},
                       {"steps_without_draft", p.steps}, {"throughput_tokens_per_s_without_draft", p.throughput_tokens_per_s},
                       {"tpot_ms_p50_without_draft", p.tpot_ms_p50}});

@@ -39,7 +39,7 @@ const Command kCommands[] = {
      "  glass generate [-m MODEL] [-t TOKENIZER] -p PROMPT [-n STEPS | --max-new-tokens N]\n"
      "                 [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
      "                 [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda]\n"
-     "                 [--precision fp32|fp16|bf16|q8] [--threads N] [--cuda-graph]\n"
+     "                 [--precision fp32|fp16|bf16|q8|q4] [--threads N] [--cuda-graph]\n"
      "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]\n"
      "      -n STEPS counts positions including the prompt (as llama2.c's run.c); default 256.\n"
      "      Defaults: the shipped model and tokenizer, temperature 1.0, top-p 0.9 (run.c's),\n"
@@ -106,12 +106,12 @@ const Command kCommands[] = {
      "      apply to it); --html FILE writes a self-contained attention explorer page.\n"},
     {"bench", cli::cmd_bench,
      "  glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]\n"
-     "              [--weights fp32|fp16|bf16|q8] [--probes] [--json]\n"
+     "              [--precision fp32|fp16|bf16|q8|q4] [--probes] [--json]\n"
      "      Prefill and decode tokens/s of the fast CPU path (median of R >= 5 runs);\n"
      "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them.\n"},
     {"serve-bench", cli::cmd_serve_bench,
      "  glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference]\n"
-     "                    [--threads N] [--precision fp32|fp16|bf16|q8] [--requests N] [--rate R]\n"
+     "                    [--threads N] [--precision fp32|fp16|bf16|q8|q4] [--requests N] [--rate R]\n"
      "                    [--prompt-len A:B] [--gen A:B] [--shared-prefix T] [--block-size B]\n"
      "                    [--pool-blocks N] [--budget T] [--max-running N] [--no-prefix-cache]\n"
      "                    [--no-chunked-prefill] [--seed S] [--batch-sweep] [--chat-turns N]\n"
@@ -132,8 +132,9 @@ const Command kCommands[] = {
     {"serve", cli::cmd_serve,
      "  glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P]\n"
      "              [--api-key KEY]\n"
-     "              [--backend fast|reference] [--threads N] [--max-queue N] [--block-size B]\n"
-     "              [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]\n"
+     "              [--backend fast|reference] [--threads N] [--precision fp32|fp16|bf16|q8|q4]\n"
+     "              [--max-queue N] [--block-size B] [--budget T] [--no-prefix-cache]\n"
+     "              [--no-chunked-prefill] [--shutdown-timeout S]\n"
      "              [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]\n"
      "      An OpenAI-compatible HTTP server on the batching engine: POST /v1/completions and\n"
      "      /v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"

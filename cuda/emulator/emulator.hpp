@@ -61,7 +61,7 @@
 #include <functional>
 #include <type_traits>
 
-#include "glass/fast/packed_weights.hpp"  // the fp16/bf16 <-> fp32 conversions of the CPU path
+#include "glass/half.hpp"  // the fp16/bf16 <-> fp32 conversions of the CPU path
 
 #define GLASS_CUDA_EMULATOR 1
 
@@ -138,12 +138,12 @@ struct __nv_bfloat16 {
 struct alignas(4) __nv_bfloat162 {
     __nv_bfloat16 x, y;
 };
-inline float __half2float(__half h) { return glass::fast::fp16_to_fp32(h.bits); }
-inline __half __float2half_rn(float f) { return {glass::fast::fp32_to_fp16(f)}; }
+inline float __half2float(__half h) { return glass::fp16_to_fp32(h.bits); }
+inline __half __float2half_rn(float f) { return {glass::fp32_to_fp16(f)}; }
 inline __half __float2half(float f) { return __float2half_rn(f); }
 inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
-inline float __bfloat162float(__nv_bfloat16 h) { return glass::fast::bf16_to_fp32(h.bits); }
-inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {glass::fast::fp32_to_bf16(f)}; }
+inline float __bfloat162float(__nv_bfloat16 h) { return glass::bf16_to_fp32(h.bits); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {glass::fp32_to_bf16(f)}; }
 inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
 inline float2 __bfloat1622float2(__nv_bfloat162 h) { return {__bfloat162float(h.x), __bfloat162float(h.y)}; }
 

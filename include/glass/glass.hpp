@@ -54,6 +54,8 @@
 #include "glass/metrics.hpp"        // 9. TTFT, TPOT, bandwidth bound
 #include "glass/generate.hpp"       // 6-8. the loop: prefill once, decode until done
 #include "glass/speculative.hpp"    // the loop with a drafter: k guesses, one target pass checks them
+#include "glass/half.hpp"           // 16-bit floats (fp16, bf16)
+#include "glass/quantize.hpp"       // weights in 8 or 4 bits, blocks of 32 with one scale (C14)
 
 // Serving many requests at once: requests, the block pool with its prefix cache, the scheduler,
 // the batched paged forward pass, the engine that steps them; then what a server counts, the

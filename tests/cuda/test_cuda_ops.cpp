@@ -185,6 +185,57 @@ void add_matmul(std::vector<Case>& cases) {
             }
 }
 
+// quantize.hpp's blocks on the device: the reference's own integers and scales uploaded as they
+// are, both kernels against glass::quantized_matmul (the same d·q, one scale per block: only the
+// order of fp32 additions differs, so the fp32 rule holds). Shapes: partial last blocks (in = 33,
+// 257), one block (32), decode (n = 1) and prefill, the tinyllama1b MLP row count.
+void add_quantized_matmul(std::vector<Case>& cases) {
+    struct S { int n, in, out; };
+    const S shapes[] = {S{1, 32, 1}, S{1, 64, 172}, S{7, 33, 65}, S{17, 257, 100}, S{3, 768, 768},
+                        S{1, 2048, 5632}, S{64, 512, 300}};
+    for (S s : shapes)
+        for (const bool naive : {true, false})
+            for (const glass::QuantFormat f : {glass::QuantFormat::q8_0, glass::QuantFormat::q4_0}) {
+                cases.push_back({fmt("quantized_matmul(%s, %s, n=%d, in=%d, out=%d)", naive ? "naive" : "warp_per_row",
+                                     glass::to_string(f), s.n, s.in, s.out),
+                                 kF32, double(s.n) * s.in * s.out > 5e6, [s, naive, f](Rng& rng) {
+                    const RowMatrix x = random_matrix(rng, s.n, s.in);
+                    const RowMatrix w = random_matrix(rng, s.out, s.in, 1.0f / std::sqrt(float(s.in)));
+                    const glass::QuantizedMatrix q = glass::quantize(w, f);
+                    gc::DeviceBuffer quants(q.quants.size()), scales(q.scales.size() * 2);
+                    gc::upload(quants.data(), q.quants.data(), q.quants.size());
+                    gc::upload(scales.data(), q.scales.data(), q.scales.size() * 2);
+                    gc::DeviceQuantMatrix dq;
+                    dq.quants = static_cast<const std::uint8_t*>(quants.data());
+                    dq.scales = static_cast<const std::uint16_t*>(scales.data());
+                    dq.type = f == glass::QuantFormat::q8_0 ? gc::QuantType::q8_0 : gc::QuantType::q4_0;
+                    dq.rows = q.rows;
+                    dq.cols = q.cols;
+                    dq.blocks = q.blocks();
+                    dq.row_bytes = q.row_bytes();
+                    gc::DeviceBuffer d_x = to_device(x), y = poisoned(std::size_t(s.n) * s.out);
+                    if (naive) gc::quantized_matmul_naive(d_x.f32(), s.n, dq, y.f32());
+                    else gc::quantized_matmul(d_x.f32(), s.n, dq, y.f32());
+                    return relative_error(gc::to_host(y.f32(), std::size_t(s.n) * s.out), glass::quantized_matmul(x, q));
+                }});
+            }
+    cases.push_back({"quantized_matmul(a row_bytes that does not match cols -> glass::Error naming both)", 0.0, false,
+                     [](Rng&) {
+        gc::DeviceQuantMatrix dq;
+        dq.rows = 2;
+        dq.cols = 64;
+        dq.blocks = 2;
+        dq.row_bytes = 64;  // q4 needs 32
+        dq.type = gc::QuantType::q4_0;
+        try {
+            gc::quantized_matmul(nullptr, 1, dq, nullptr);
+        } catch (const glass::Error& e) {
+            return std::string(e.what()).find("2 blocks of 32 bytes per row, not 2 / 64") != std::string::npos ? 0.0 : 1.0;
+        }
+        return 1.0;
+    }});
+}
+
 // glass::softmax_inplace's steps with the one inexact step, the running fp32 sum, done in double.
 // Why the block kernel needs it: a sequential fp32 sum drops every addend smaller than half an ulp
 // of the running total, so over a long row of widely spread scores the CPU's own sum is off by
@@ -819,6 +870,7 @@ int main(int argc, char** argv) {
     add_rmsnorm(cases);
     add_rope(cases);
     add_matmul(cases);
+    add_quantized_matmul(cases);
     add_softmax(cases);
     add_attention(cases);
     add_mlp(cases);

@@ -68,6 +68,16 @@ GLASS_AVX512 inline __m512 widen_bf16(const std::uint16_t* p) {
 GLASS_AVX512 inline __m512 widen_int8(const unsigned char* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
+// 16 bytes of Q4_0 (one input, 32 rows): byte i holds row i low, row i + 16 high, each q + 8.
+// lo = the integers q of rows 0..15, hi = those of rows 16..31, in fp32. The 4-bit value is the
+// index into a table of the 16 floats -8 .. 7 (permutexvar reads only the low 4 bits of each
+// lane), which replaces a mask, a subtraction and an int-to-float conversion per register.
+GLASS_AVX512 inline void widen_int4(const unsigned char* p, __m512& lo, __m512& hi) {
+    const __m512 table = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm512_permutexvar_ps(bytes, table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Decode: y[r] (+)= Σ_k W(r,k) · x[k] for the rows of panels [p0, p1).
@@ -115,6 +125,34 @@ GLASS_AVX512 inline void matvec(const PackedMatrix& w, const float* x, float* y,
                 const __m512 x0 = _mm512_set1_ps(x[k]);
                 lo[0] = _mm512_fmadd_ps(x0, widen(ph + k * 32), lo[0]);
                 hi[0] = _mm512_fmadd_ps(x0, widen(ph + k * 32 + 16), hi[0]);
+            }
+        } else if (w.type == WeightType::q4_0) {  // as Q8_0 below, 16 bytes per input
+            for (int b = 0; b < w.q8_blocks(); ++b) {
+                const unsigned char* block = panel + std::int64_t{b} * kQ4BlockBytes;
+                const unsigned char* q = block + kPanel * 2;
+                const int k0 = b * kQ8Block, n = std::min(kQ8Block, cols - k0);
+                __m512 b_lo0 = _mm512_setzero_ps(), b_hi0 = b_lo0, b_lo1 = b_lo0, b_hi1 = b_lo0;
+                int kk = 0;
+                for (; kk + 2 <= n; kk += 2) {
+                    const __m512 x0 = _mm512_set1_ps(x[k0 + kk]), x1 = _mm512_set1_ps(x[k0 + kk + 1]);
+                    __m512 w_lo0, w_hi0, w_lo1, w_hi1;
+                    widen_int4(q + kk * 16, w_lo0, w_hi0);
+                    widen_int4(q + kk * 16 + 16, w_lo1, w_hi1);
+                    b_lo0 = _mm512_fmadd_ps(x0, w_lo0, b_lo0);
+                    b_hi0 = _mm512_fmadd_ps(x0, w_hi0, b_hi0);
+                    b_lo1 = _mm512_fmadd_ps(x1, w_lo1, b_lo1);
+                    b_hi1 = _mm512_fmadd_ps(x1, w_hi1, b_hi1);
+                }
+                if (kk < n) {
+                    const __m512 x0 = _mm512_set1_ps(x[k0 + kk]);
+                    __m512 w_lo0, w_hi0;
+                    widen_int4(q + kk * 16, w_lo0, w_hi0);
+                    b_lo0 = _mm512_fmadd_ps(x0, w_lo0, b_lo0);
+                    b_hi0 = _mm512_fmadd_ps(x0, w_hi0, b_hi0);
+                }
+                const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
+                lo[0] = _mm512_fmadd_ps(_mm512_add_ps(b_lo0, b_lo1), widen_fp16(scales), lo[0]);
+                hi[0] = _mm512_fmadd_ps(_mm512_add_ps(b_hi0, b_hi1), widen_fp16(scales + 16), hi[0]);
             }
         } else {  // Q8_0: sum x·q over a block in fp32, then multiply by the block's 32 scales.
             for (int b = 0; b < w.q8_blocks(); ++b) {
@@ -197,6 +235,17 @@ GLASS_AVX512 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int 
             const unsigned char* q = block + kPanel * 2 + ((k0 + k) % kQ8Block) * kPanel;
             _mm512_store_ps(chunk + k * 32, _mm512_mul_ps(widen_int8(q), widen_fp16(scales)));
             _mm512_store_ps(chunk + k * 32 + 16, _mm512_mul_ps(widen_int8(q + 16), widen_fp16(scales + 16)));
+        }
+        return;
+    }
+    if (w.type == WeightType::q4_0) {
+        for (int k = 0; k < kc; ++k) {
+            const unsigned char* block = panel + std::int64_t{(k0 + k) / kQ8Block} * kQ4BlockBytes;
+            const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
+            __m512 q_lo, q_hi;
+            widen_int4(block + kPanel * 2 + ((k0 + k) % kQ8Block) * (kPanel / 2), q_lo, q_hi);
+            _mm512_store_ps(chunk + k * 32, _mm512_mul_ps(q_lo, widen_fp16(scales)));
+            _mm512_store_ps(chunk + k * 32 + 16, _mm512_mul_ps(q_hi, widen_fp16(scales + 16)));
         }
         return;
     }

@@ -2,7 +2,7 @@
 /// \brief glass/fast/packed_weights.hpp — weights reordered (and optionally shrunk) once, for speed.
 /// ```text
 /// In:  one fp32 weight matrix W [rows = out, cols = in] as stored in the checkpoint.
-/// Out: the same numbers in "panels" of 32 rows, in fp32, fp16, bf16 or Q8_0 (int8).
+/// Out: the same numbers in "panels" of 32 rows, in fp32, fp16, bf16, Q8_0 (int8) or Q4_0 (int4).
 ///
 /// Panel layout. Rows r = 32p .. 32p+31 form panel p, stored column by column:
 ///     panel p = [cols][32]      element (r, k) at  p·cols·32 + k·32 + (r mod 32)
@@ -15,15 +15,18 @@
 ///
 /// Why fewer bytes means faster decode: each decoded token reads every weight once, and does
 /// only 2 FLOPs per weight; at ~34 GB/s the 4.4 GB fp32 1.1B model caps decode near 7.7 tokens/s.
-/// fp16/bf16 halve the bytes (cap ×2); Q8_0 stores 1.0625 bytes/weight (cap ×3.8).
-///   fp16: 1 sign, 5 exponent, 10 mantissa bits: ~3 decimal digits, range ±65504 (fine for weights).
-///   bf16: the top 16 bits of an fp32: same range as fp32, only 7 mantissa bits (~2 digits).
-///   Q8_0 (llama.cpp's name): blocks of 32 consecutive inputs of one row share one fp16 scale
-///        d = max|w| / 127; each weight is the int8 round(w / d). Error ≤ d/2 per weight.
+/// fp16/bf16 halve the bytes (cap ×2); Q8_0 stores 1.0625 bytes/weight (cap ×3.8), Q4_0
+/// 0.5625 (cap ×7.1).
+///   fp16, bf16: glass/half.hpp.
+///   Q8_0, Q4_0: glass/quantize.hpp's blocks (32 consecutive inputs of one row share one fp16
+///        scale; int8 or 4-bit integers); pack_matrix quantizes with quantize(), so the fast
+///        path holds exactly the integers and scales of the reference.
 /// Arithmetic is always fp32: weights are widened to fp32 in registers, activations stay fp32.
 ///
 /// Q8_0 panel layout: per block of 32 inputs, 64 bytes of scales (fp16[32], one per row) then
 /// 1024 bytes of int8 [32 inputs][32 rows]: one contiguous 1088-byte stream per panel.
+/// Q4_0 the same with 512 bytes of integers [32 inputs][16 bytes]: byte i of input k holds
+/// row i in its low 4 bits and row i + 16 in its high 4 bits, each as q + 8 (576 bytes a block).
 /// ```
 #pragma once
 
@@ -34,10 +37,12 @@
 #include <string>
 
 #include "glass/errors.hpp"
+#include "glass/half.hpp"
+#include "glass/quantize.hpp"
 
 namespace glass::fast {
 
-enum class WeightType { fp32, fp16, bf16, q8_0 };
+enum class WeightType { fp32, fp16, bf16, q8_0, q4_0 };
 
 inline const char* to_string(WeightType t) {
     switch (t) {
@@ -45,6 +50,7 @@ inline const char* to_string(WeightType t) {
         case WeightType::fp16: return "fp16";
         case WeightType::bf16: return "bf16";
         case WeightType::q8_0: return "q8";
+        case WeightType::q4_0: return "q4";
     }
     return "?";
 }
@@ -53,40 +59,21 @@ inline WeightType weight_type_from_string(const std::string& s) {
     if (s == "fp16") return WeightType::fp16;
     if (s == "bf16") return WeightType::bf16;
     if (s == "q8" || s == "q8_0") return WeightType::q8_0;
-    fail("unknown weight precision '", s, "' (fp32, fp16, bf16, q8)");
+    if (s == "q4" || s == "q4_0") return WeightType::q4_0;
+    fail("unknown weight precision '", s, "' (fp32, fp16, bf16, q8, q4)");
 }
 
 constexpr int kPanel = 32;        // rows per panel = fp32 lanes in two AVX-512 registers
-constexpr int kQ8Block = 32;      // inputs per Q8_0 block
-constexpr int kQ8BlockBytes = kPanel * 2 + kQ8Block * kPanel;  // scales + int8 values = 1088
+constexpr int kQ8Block = kQuantBlock;  // inputs per Q8_0 / Q4_0 block
+constexpr int kQ8BlockBytes = kPanel * 2 + kQ8Block * kPanel;      // scales + int8 values = 1088
+constexpr int kQ4BlockBytes = kPanel * 2 + kQ8Block * kPanel / 2;  // scales + 4-bit values = 576
 
-// --- scalar conversions (the reference for what the vector kernels compute) ---
-
-inline std::uint16_t fp32_to_fp16(float f) {
-    const _Float16 h = static_cast<_Float16>(f);  // round to nearest even (GCC/Clang on x86-64)
-    std::uint16_t bits;
-    std::memcpy(&bits, &h, 2);
-    return bits;
-}
-inline float fp16_to_fp32(std::uint16_t bits) {
-    _Float16 h;
-    std::memcpy(&h, &bits, 2);
-    return static_cast<float>(h);
-}
-// bf16 = the upper half of the fp32 bit pattern, rounded to nearest even.
-inline std::uint16_t fp32_to_bf16(float f) {
-    std::uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // stay NaN
-    u += 0x7fff + ((u >> 16) & 1);
-    return static_cast<std::uint16_t>(u >> 16);
-}
-inline float bf16_to_fp32(std::uint16_t bits) {
-    const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
+// fp16/bf16 conversions: glass/half.hpp (one definition for the reference, the fast path and
+// the CUDA emulator).
+using glass::bf16_to_fp32;
+using glass::fp16_to_fp32;
+using glass::fp32_to_bf16;
+using glass::fp32_to_fp16;
 
 // One packed matrix: a view into the session's weight arena.
 struct PackedMatrix {
@@ -103,6 +90,7 @@ struct PackedMatrix {
             case WeightType::fp16:
             case WeightType::bf16: return std::int64_t{cols} * kPanel * 2;
             case WeightType::q8_0: return std::int64_t{q8_blocks()} * kQ8BlockBytes;
+            case WeightType::q4_0: return std::int64_t{q8_blocks()} * kQ4BlockBytes;
         }
         return 0;
     }
@@ -132,6 +120,14 @@ struct PackedMatrix {
                 const auto q = static_cast<std::int8_t>(block[kPanel * 2 + (k % kQ8Block) * kPanel + lane]);
                 return fp16_to_fp32(scale) * static_cast<float>(q);
             }
+            case WeightType::q4_0: {
+                const unsigned char* block = base + std::int64_t{k / kQ8Block} * kQ4BlockBytes;
+                std::uint16_t scale;
+                std::memcpy(&scale, block + lane * 2, 2);
+                const unsigned char byte = block[kPanel * 2 + (k % kQ8Block) * (kPanel / 2) + lane % 16];
+                const int q = (lane < 16 ? byte & 0x0F : byte >> 4) - 8;
+                return fp16_to_fp32(scale) * static_cast<float>(q);
+            }
         }
         return 0;
     }
@@ -155,30 +151,43 @@ inline PackedMatrix pack_matrix(const float* w, int rows, int cols, WeightType t
     m.cols = cols;
     m.type = type;
     m.data = dest;
+    if (type == WeightType::q8_0 || type == WeightType::q4_0) {
+        // The reference's integers and scales (quantize.hpp), copied into the panel layout.
+        const bool q8 = type == WeightType::q8_0;
+        const QuantizedMatrix qm = quantize(w, rows, cols, q8 ? QuantFormat::q8_0 : QuantFormat::q4_0);
+        const int block_bytes = q8 ? kQ8BlockBytes : kQ4BlockBytes;
+        for (int r = 0; r < rows; ++r) {
+            unsigned char* base = dest + m.panel_bytes() * (r / kPanel);
+            const int lane = r % kPanel;
+            for (int b = 0; b < m.q8_blocks(); ++b) {
+                unsigned char* block = base + std::int64_t{b} * block_bytes;
+                std::memcpy(block + lane * 2, &qm.scales[std::size_t(r) * qm.blocks() + b], 2);
+                const int k0 = b * kQ8Block, k1 = std::min(cols, k0 + kQ8Block);
+                for (int k = k0; k < k1; ++k) {
+                    const int q = qm.q(r, k);
+                    if (q8) {
+                        block[kPanel * 2 + (k - k0) * kPanel + lane] = static_cast<unsigned char>(static_cast<std::int8_t>(q));
+                    } else {
+                        unsigned char& byte = block[kPanel * 2 + (k - k0) * (kPanel / 2) + lane % 16];
+                        const auto nibble = static_cast<unsigned char>(q + 8);
+                        byte = lane < 16 ? static_cast<unsigned char>((byte & 0xF0) | nibble)
+                                         : static_cast<unsigned char>((byte & 0x0F) | (nibble << 4));
+                    }
+                }
+                if (!q8)  // inputs past the end of the row: q = 0, stored as 8, like the reference
+                    for (int k = k1; k < k0 + kQ8Block; ++k) {
+                        unsigned char& byte = block[kPanel * 2 + (k - k0) * (kPanel / 2) + lane % 16];
+                        byte = lane < 16 ? static_cast<unsigned char>((byte & 0xF0) | 8)
+                                         : static_cast<unsigned char>((byte & 0x0F) | (8 << 4));
+                    }
+            }
+        }
+        return m;
+    }
     for (int r = 0; r < rows; ++r) {
         unsigned char* base = dest + m.panel_bytes() * (r / kPanel);
         const int lane = r % kPanel;
         const float* row = w + std::int64_t{r} * cols;
-        if (type == WeightType::q8_0) {
-            for (int b = 0; b < m.q8_blocks(); ++b) {
-                unsigned char* block = base + std::int64_t{b} * kQ8BlockBytes;
-                const int k0 = b * kQ8Block, k1 = std::min(cols, k0 + kQ8Block);
-                float amax = 0;
-                for (int k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(row[k]));
-                // Quantize with the scale as it will be read back (fp16), so the stored
-                // integers are the best ones for the stored scale.
-                const std::uint16_t scale_bits = fp32_to_fp16(amax / 127.0f);
-                const float d = fp16_to_fp32(scale_bits);
-                std::memcpy(block + lane * 2, &scale_bits, 2);
-                for (int k = k0; k < k1; ++k) {
-                    const float q = d > 0 ? std::nearbyint(row[k] / d) : 0.0f;
-                    const float clamped = std::min(127.0f, std::max(-127.0f, q));
-                    block[kPanel * 2 + (k - k0) * kPanel + lane] =
-                        static_cast<unsigned char>(static_cast<std::int8_t>(clamped));
-                }
-            }
-            continue;
-        }
         for (int k = 0; k < cols; ++k) {
             const std::int64_t at = std::int64_t{k} * kPanel + lane;
             if (type == WeightType::fp32) {

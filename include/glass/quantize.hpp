@@ -1,0 +1,221 @@
+/// \file
+/// \brief glass/quantize.hpp — the toolbox's quantization (C14): weights in 8 or 4 bits, in blocks of 32 with one scale.
+/// ```text
+/// Decode reads every weight once per token and does 2 FLOPs with it (journey step 9), so its
+/// speed is bytes of weights / memory bandwidth. Fewer bits per weight, proportionally faster.
+///
+/// A weight matrix W [rows = out, cols = in] is cut, row by row, into blocks of 32 consecutive
+/// inputs. Each block keeps one scale d (an fp16, 2 bytes) and 32 small signed integers q:
+///     d = max |w| over the block / q_max,     q = round(w / d) clamped to [-q_max, q_max],
+///     w ≈ d · q                               error ≤ d / 2 per weight.
+///   q8_0: q_max = 127, q int8, 2 + 32 bytes per block = 1.0625 bytes per weight.
+///   q4_0: q_max = 7 (symmetric: -7 .. 7), q stored as q + 8 in 4 bits, two per byte
+///         (input 2j in the low half of byte j, 2j + 1 in the high half),
+///         2 + 16 bytes per block = 0.5625 bytes per weight.
+/// (llama.cpp's Q8_0/Q4_0 have the same sizes; its Q4_0 also uses -8, with the sign of the
+/// largest weight, and orders the nibbles differently.)
+/// The scale is rounded to fp16 first and q computed with the rounded d: the integers are the
+/// best ones for the scale that will actually be read.
+///
+/// The dot product of one row with an fp32 input x, block by block:
+///     y_r = Σ_b d_b · (Σ_{k in block b} q_k · x_k)
+/// one multiplication by the scale per 32 weights. The fast path and CUDA compute exactly this;
+/// quantized_model() gives the plain CPU reference the same numbers by rounding every weight
+/// matrix to d · q (fp32), so everything downstream (logits, greedy text, likelihoods) can be
+/// compared format against format with the reference's own forward pass.
+///
+/// The KV cache in int8 (quantize_kv_row): each cached key or value row of one KV head
+/// [head_dim] gets its own fp32 scale max |x| / 127 (per head, per token): head_dim + 4 bytes
+/// instead of 4 · head_dim.
+/// ```
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "glass/checkpoint.hpp"
+#include "glass/errors.hpp"
+#include "glass/half.hpp"
+#include "glass/tensor.hpp"
+
+namespace glass {
+
+enum class QuantFormat { q8_0, q4_0 };
+
+constexpr int kQuantBlock = 32;  // inputs per block, one scale each
+
+inline const char* to_string(QuantFormat f) { return f == QuantFormat::q8_0 ? "q8" : "q4"; }
+inline QuantFormat quant_format_from_string(const std::string& s) {
+    if (s == "q8" || s == "q8_0") return QuantFormat::q8_0;
+    if (s == "q4" || s == "q4_0") return QuantFormat::q4_0;
+    fail("unknown quantization format '", s, "' (q8, q4)");
+}
+inline int quant_max(QuantFormat f) { return f == QuantFormat::q8_0 ? 127 : 7; }
+/// Bytes of one block: the fp16 scale, then the 32 integers (8 or 4 bits each).
+inline int quant_block_bytes(QuantFormat f) { return 2 + (f == QuantFormat::q8_0 ? kQuantBlock : kQuantBlock / 2); }
+inline double bytes_per_weight(QuantFormat f) { return quant_block_bytes(f) / double(kQuantBlock); }
+
+/// One quantized matrix [rows, cols]. Rows whose length is not a multiple of 32 end in a
+/// partial block, padded with q = 0.
+struct QuantizedMatrix {
+    QuantFormat format = QuantFormat::q8_0;
+    int rows = 0, cols = 0;
+    std::vector<std::uint16_t> scales;  // [rows][blocks()] fp16 bit patterns
+    std::vector<std::uint8_t> quants;   // [rows][row_bytes()] int8, or two 4-bit q + 8 per byte
+
+    int blocks() const { return (cols + kQuantBlock - 1) / kQuantBlock; }
+    int row_bytes() const { return blocks() * (format == QuantFormat::q8_0 ? kQuantBlock : kQuantBlock / 2); }
+    std::int64_t bytes() const { return std::int64_t{rows} * blocks() * quant_block_bytes(format); }
+
+    /// The integer stored for weight (r, k).
+    int q(int r, int k) const {
+        const std::uint8_t* row = quants.data() + std::int64_t{r} * row_bytes();
+        if (format == QuantFormat::q8_0) return static_cast<std::int8_t>(row[k]);
+        const std::uint8_t byte = row[k / 2];
+        return (k % 2 == 0 ? byte & 0x0F : byte >> 4) - 8;
+    }
+    float scale(int r, int block) const { return fp16_to_fp32(scales[std::size_t(r) * blocks() + block]); }
+    /// Weight (r, k) as every kernel sees it: d · q.
+    float at(int r, int k) const { return scale(r, k / kQuantBlock) * static_cast<float>(q(r, k)); }
+};
+
+/// W [rows, cols] row-major fp32 -> blocks of 32 with one fp16 scale each.
+inline QuantizedMatrix quantize(const float* w, int rows, int cols, QuantFormat format) {
+    if (rows < 1 || cols < 1) fail("quantize: empty matrix [", rows, ", ", cols, "]");
+    QuantizedMatrix m;
+    m.format = format;
+    m.rows = rows;
+    m.cols = cols;
+    const int nb = m.blocks(), qmax = quant_max(format);
+    m.scales.assign(std::size_t(rows) * nb, 0);
+    m.quants.assign(std::size_t(rows) * m.row_bytes(), format == QuantFormat::q8_0 ? 0 : 0x88);  // q = 0
+    for (int r = 0; r < rows; ++r) {
+        const float* row = w + std::int64_t{r} * cols;
+        std::uint8_t* out = m.quants.data() + std::int64_t{r} * m.row_bytes();
+        for (int b = 0; b < nb; ++b) {
+            const int k0 = b * kQuantBlock, k1 = std::min(cols, k0 + kQuantBlock);
+            float amax = 0.0f;
+            for (int k = k0; k < k1; ++k) {
+                if (!std::isfinite(row[k])) fail("quantize: weight (", r, ", ", k, ") is ", row[k]);
+                amax = std::max(amax, std::fabs(row[k]));
+            }
+            const std::uint16_t scale_bits = fp32_to_fp16(amax / static_cast<float>(qmax));
+            const float d = fp16_to_fp32(scale_bits);  // the scale as it will be read back
+            m.scales[std::size_t(r) * nb + b] = scale_bits;
+            for (int k = k0; k < k1; ++k) {
+                const float rounded = d > 0 ? std::nearbyint(row[k] / d) : 0.0f;
+                const int q = static_cast<int>(std::clamp(rounded, -float(qmax), float(qmax)));
+                if (format == QuantFormat::q8_0) {
+                    out[k] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
+                } else {
+                    std::uint8_t& byte = out[k / 2];
+                    const std::uint8_t nibble = static_cast<std::uint8_t>(q + 8);
+                    byte = k % 2 == 0 ? static_cast<std::uint8_t>((byte & 0xF0) | nibble)
+                                      : static_cast<std::uint8_t>((byte & 0x0F) | (nibble << 4));
+                }
+            }
+        }
+    }
+    return m;
+}
+inline QuantizedMatrix quantize(const Eigen::Ref<const RowMatrix>& w, QuantFormat format) {
+    const RowMatrix dense = w;  // contiguous rows
+    return quantize(dense.data(), static_cast<int>(dense.rows()), static_cast<int>(dense.cols()), format);
+}
+
+/// The fp32 matrix the quantized one stands for: W'(r, k) = d · q.
+inline RowMatrix dequantize(const QuantizedMatrix& m) {
+    RowMatrix w(m.rows, m.cols);
+    for (int r = 0; r < m.rows; ++r)
+        for (int k = 0; k < m.cols; ++k) w(r, k) = m.at(r, k);
+    return w;
+}
+
+/// y_r = Σ_b d_b · Σ_{k in b} q_k x_k: one row of W' times x [cols].
+inline float quantized_dot(const QuantizedMatrix& m, int r, const float* x) {
+    float y = 0.0f;
+    for (int b = 0; b < m.blocks(); ++b) {
+        const int k0 = b * kQuantBlock, k1 = std::min(m.cols, k0 + kQuantBlock);
+        float block_sum = 0.0f;
+        for (int k = k0; k < k1; ++k) block_sum += static_cast<float>(m.q(r, k)) * x[k];
+        y += m.scale(r, b) * block_sum;
+    }
+    return y;
+}
+
+/// Y [n, rows] = X [n, cols] · W'ᵀ, each entry a quantized_dot (matmul.hpp's y = W x, per row of X).
+inline RowMatrix quantized_matmul(const Eigen::Ref<const RowMatrix>& x, const QuantizedMatrix& w) {
+    if (x.cols() != w.cols) fail("quantized_matmul: x has ", x.cols(), " columns, W has ", w.cols);
+    const RowMatrix xs = x;
+    RowMatrix y(xs.rows(), w.rows);
+    for (Eigen::Index t = 0; t < xs.rows(); ++t)
+        for (int r = 0; r < w.rows; ++r) y(t, r) = quantized_dot(w, r, xs.data() + t * xs.cols());
+    return y;
+}
+
+/// A copy of `model` whose weight matrices (the seven of every layer and the classifier) are
+/// replaced by their quantized values d · q, in fp32. The token embedding stays fp32 (a lookup
+/// reads one row per token; the fast path keeps it fp32 too) and so do the norm gains. Running
+/// the plain forward pass on it computes what a quantized kernel computes, up to fp32 rounding.
+inline Model quantized_model(const Model& model, QuantFormat format) {
+    ModelConfig c = model.config;
+    c.shared_classifier = false;  // the classifier is quantized, the embedding is not
+    const std::int64_t L = c.n_layers, d = c.dim, kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
+    auto floats = std::make_shared<std::vector<float>>();
+    floats->reserve(static_cast<std::size_t>(2 * V * d + L * (2 * d + 2 * d * d + 2 * kv * d + 3 * h * d) + d +
+                                             c.seq_len * c.head_dim()));
+    auto put = [&](const float* p, std::int64_t n) { floats->insert(floats->end(), p, p + n); };
+    auto put_quantized = [&](const float* p, std::int64_t rows, std::int64_t cols) {
+        const RowMatrix w = dequantize(quantize(p, static_cast<int>(rows), static_cast<int>(cols), format));
+        put(w.data(), w.size());
+    };
+    put(model.token_embedding, V * d);  // llama2.c's order (checkpoint.hpp)
+    for (const auto& l : model.layers) put(l.rms_att.data(), d);
+    for (const auto& l : model.layers) put_quantized(l.wq.data(), d, d);
+    for (const auto& l : model.layers) put_quantized(l.wk.data(), kv, d);
+    for (const auto& l : model.layers) put_quantized(l.wv.data(), kv, d);
+    for (const auto& l : model.layers) put_quantized(l.wo.data(), d, d);
+    for (const auto& l : model.layers) put(l.rms_ffn.data(), d);
+    for (const auto& l : model.layers) put_quantized(l.w1.data(), h, d);
+    for (const auto& l : model.layers) put_quantized(l.w2.data(), d, h);
+    for (const auto& l : model.layers) put_quantized(l.w3.data(), h, d);
+    put(model.rms_final, d);
+    floats->resize(floats->size() + static_cast<std::size_t>(c.seq_len * c.head_dim()), 0.0f);  // legacy RoPE tables
+    put_quantized(model.classifier, V, d);
+    const float* data = floats->data();
+    return model_from_llama2c_bytes(c, data, std::move(floats));
+}
+
+/// Bytes of `params` weights stored as fp32 (4), fp16 (2) or a quantization format (scales included).
+inline double format_bytes(std::int64_t params, double bytes_per_weight) { return double(params) * bytes_per_weight; }
+
+// ---- The KV cache in int8 ------------------------------------------------------------------------
+
+/// One cached row x [n_kv_heads * head_dim] -> int8 q [same] and one scale per KV head
+/// (scales [n_kv_heads]): s_g = max |x_g| / 127, q = round(x / s_g). Error ≤ s_g / 2.
+inline void quantize_kv_row(const float* x, int n_kv_heads, int head_dim, std::int8_t* q, float* scales) {
+    for (int g = 0; g < n_kv_heads; ++g) {
+        const float* xg = x + std::int64_t{g} * head_dim;
+        float amax = 0.0f;
+        for (int i = 0; i < head_dim; ++i) amax = std::max(amax, std::fabs(xg[i]));
+        const float s = amax / 127.0f;
+        scales[g] = s;
+        for (int i = 0; i < head_dim; ++i)
+            q[std::int64_t{g} * head_dim + i] =
+                static_cast<std::int8_t>(s > 0 ? std::clamp(std::nearbyint(xg[i] / s), -127.0f, 127.0f) : 0.0f);
+    }
+}
+/// The row back: x'[g·head_dim + i] = s_g · q.
+inline void dequantize_kv_row(const std::int8_t* q, const float* scales, int n_kv_heads, int head_dim, float* x) {
+    for (int g = 0; g < n_kv_heads; ++g)
+        for (int i = 0; i < head_dim; ++i) {
+            const std::int64_t at = std::int64_t{g} * head_dim + i;
+            x[at] = scales[g] * static_cast<float>(q[at]);
+        }
+}
+
+}  // namespace glass
