@@ -5,7 +5,8 @@
 //        Llama 3 8B  32 layers,  8 KV heads, head_dim 128 — GQA      (C9)
 //        stories260K  5 layers,  4 KV heads, head_dim 8   — models/stories260K.bin
 // Out: bytes per token = 2 (K and V) · layers · KV heads · head_dim · bytes per value, the total
-//      for 4,000 tokens, the shipped model's real glass::KVCache allocation and how its used part
+//      for 4,000 tokens, the same per token for an fp32, fp16 and int8 cache (int8: one byte per
+//      value plus an fp32 scale per KV head), the shipped model's real glass::KVCache allocation and how its used part
 //      grows during prefill and decode, and an SVG chart of KV bytes against tokens.
 //
 // Every token adds one K row and one V row to every layer, and they stay until the request ends,
@@ -137,6 +138,13 @@ static int run(int argc, char** argv) {
                     static_cast<long long>(b), b / 1024.0);
         std::printf("%s %s kv bytes for 4000 tokens: %lld (%.2f GB)\n", label, m.name,
                     static_cast<long long>(4000 * b), 4000.0 * b / 1e9);
+        // The same formula per storage type; int8 adds one fp32 scale per KV head (kv_cache.hpp).
+        const std::int64_t fp32 = glass::kv_cache_bytes_per_token(m.n_layers, m.n_kv_heads, m.head_dim, 4);
+        const std::int64_t fp16 = glass::kv_cache_bytes_per_token(m.n_layers, m.n_kv_heads, m.head_dim, 2);
+        const std::int64_t int8 = glass::kv_cache_bytes_per_token(m.n_layers, m.n_kv_heads, m.head_dim, 1) +
+                                  glass::kv_cache_bytes_per_token(m.n_layers, m.n_kv_heads, 1, 4);
+        std::printf("%s %s kv bytes per token fp32 fp16 int8: %lld %lld %lld\n", label, m.name,
+                    static_cast<long long>(fp32), static_cast<long long>(fp16), static_cast<long long>(int8));
     }
     std::printf("C9 ratio llama-2-7b / llama-3-8b: %lld\n\n",
                 static_cast<long long>(per_token[0] / per_token[1]));
@@ -179,6 +187,12 @@ static int run(int argc, char** argv) {
         std::printf("after decode step %d: %d tokens, %lld bytes used\n", step, session.position(),
                     static_cast<long long>(session.kv_bytes_used()));
     }
+
+    // The same prompt into an int8 cache: one byte per value and a scale per KV head and token.
+    glass::CpuSession int8_session(model, glass::KvType::int8);
+    int8_session.prefill(ids);
+    std::printf("int8 cache after prefill: %d tokens, %lld bytes used\n", int8_session.position(),
+                static_cast<long long>(int8_session.kv_bytes_used()));
 
     draw_chart(models, per_token, shipped_per_token, svg_path);
     std::printf("\nsvg written: %s\n", svg_path.c_str());

@@ -297,9 +297,13 @@ TEST_CASE("bad input: token ids and context length are checked before anything c
 }
 
 TEST_CASE("decode allocates nothing: buffers are sized when the session is built") {
-    for (WeightType type : kAllTypes) {
+    for (WeightType type : kAllTypes) for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8}) {
+        if (kv == glass::KvType::int8 && type != WeightType::fp32) continue;
         CAPTURE(glass::fast::to_string(type));
-        FastCpuSession fast(test::shipped(), {2, type, false, 512});
+        CAPTURE(glass::to_string(kv));
+        glass::fast::FastOptions options{2, type, false, 512};
+        options.kv = kv;
+        FastCpuSession fast(test::shipped(), options);
         const std::vector<int> prompt = {1, 403, 407};
         fast.prefill(prompt);
         const long before = g_allocations.load();
@@ -410,6 +414,44 @@ TEST_CASE("q8/q4 fast path equals CpuSession on quantized_model (fp32 tolerance)
     }
 }
 
+// The int8 KV cache (kv_cache.hpp): the fast session keeps int8 rows and a scale per KV head and
+// token, the reference keeps the values they stand for; both must give the same logits, with the
+// whole prompt at once, in chunks of 4, and through decode steps; the rounding must really happen
+// (logits differ from the fp32 cache); the bytes are a quarter plus scales.
+// Tolerance 1e-3, not the fp32 rule's 1e-5: the two paths compute K and V ~1e-7 apart (other
+// summation orders), and a value that close to a rounding boundary (q + 0.5) rounds to the
+// neighbouring integer on one side only: one step s = max|x|/127 on a few values, which moves the
+// logits by ~1e-4 (measured 7.9e-5). That is still 1/30 of what int8 itself moves them (3.2e-2),
+// so a wrong scale, a missing row or stale rows from another layer would all fail it.
+TEST_CASE("int8 KV cache: FastCpuSession equals CpuSession's int8 cache; a quarter of the bytes") {
+    const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
+    const std::vector<int> next = {376, 298, 315, 421, 395, 317, 426, 338};
+    for (const int chunk : {512, 4})
+        for (const bool flash : {true, false}) {
+            CAPTURE(chunk);
+            CAPTURE(flash);
+            glass::CpuSession ref(test::shipped(), glass::KvType::int8);
+            glass::fast::FastOptions options{2, WeightType::fp32, false, chunk, flash};
+            options.kv = glass::KvType::int8;
+            FastCpuSession fast(test::shipped(), options);
+            CHECK(worst_error(ref, fast, prompt, next) <= 1e-3);
+            const glass::ModelConfig& c = test::shipped().config;
+            CHECK(fast.kv_bytes_used() == fast.position() * 2LL * c.n_layers * c.n_kv_heads * (c.head_dim() + 4));
+            CHECK(ref.kv_bytes_used() == fast.kv_bytes_used());
+        }
+    glass::CpuSession fp32(test::shipped()), int8(test::shipped(), glass::KvType::int8);
+    const double moved = worst_error(fp32, int8, prompt, next);
+    MESSAGE("int8 KV cache vs fp32: largest logit error / largest logit = " << moved);
+    CHECK(moved > 1e-5);
+    CHECK(moved <= 5e-2);  // the int8 step is max|x|/127 per head and row, as Q8_0's per block of weights
+    glass::fast::FastOptions paged{2, WeightType::fp32, false, 512};
+    paged.kv = glass::KvType::int8;
+    CHECK_THROWS_WITH_AS(glass::fast::FastPagedBackend(test::shipped(), paged),
+                         doctest::Contains("fast paged backend keeps its KV pool in fp32"), glass::Error);
+    CHECK_THROWS_WITH_AS(glass::kv_type_from_string("int4"), doctest::Contains("unknown KV cache type 'int4'"),
+                         glass::Error);
+}
+
 // Greedy generation is the sharpest end-to-end check: one wrong logit anywhere in 256 steps
 // changes the story. fp32 and fp16 reproduce every golden exactly (measured). bf16 and Q8_0
 // may pick the other token where the reference's top two logits are closer than their error:
@@ -476,4 +518,16 @@ TEST_CASE("glass generate --threads/--precision runs the fast path and matches t
     o.max_new_tokens = static_cast<int>(golden["generated_ids"].size());
     const auto want = glass::generate(session, test::shipped_tok(), golden["prompt"].get<std::string>(), o);
     CHECK(nlohmann::json::parse(q4.out.substr(q4.out.rfind('{')))["generated_ids"] == want.generated_ids);
+    // --kv int8: the reference and the fast path give the ids of a CpuSession with an int8 cache.
+    glass::CpuSession int8(test::shipped(), glass::KvType::int8);
+    const auto want_int8 = glass::generate(int8, test::shipped_tok(), golden["prompt"].get<std::string>(), o);
+    for (const char* flags : {" --kv int8", " --kv int8 --threads 2"}) {
+        CAPTURE(flags);
+        const test::Run r = test::run(base + flags);
+        REQUIRE(r.exit_code == 0);
+        CHECK(nlohmann::json::parse(r.out.substr(r.out.rfind('{')))["generated_ids"] == want_int8.generated_ids);
+    }
+    const test::Run bad_kv = test::run(base + " --kv int4");
+    CHECK(bad_kv.exit_code == 2);
+    CHECK(bad_kv.err.find("--kv must be fp32 or int8, got 'int4'") != std::string::npos);
 }

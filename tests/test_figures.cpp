@@ -75,6 +75,12 @@ TEST_CASE("example 12_kv_cache_growth: C8, C9, the real allocation, and the char
     CHECK(value_of(r.out, "C8 llama-2-7b kv bytes for 4000 tokens").find("(2.10 GB)") != std::string::npos);
     CHECK(number(r.out, "C9 llama-3-8b kv bytes per token") == llama3);
     CHECK(number(r.out, "C9 ratio llama-2-7b / llama-3-8b") == 4);
+    // Per storage type: fp32 twice fp16; int8 one byte per value plus a 4-byte scale per (layer,
+    // KV head) for K and for V: 2·32·32·(128 + 4) for Llama 2 7B.
+    CHECK(value_of(r.out, "C8 llama-2-7b kv bytes per token fp32 fp16 int8") ==
+          std::to_string(2 * llama2) + " " + std::to_string(llama2) + " " + std::to_string(2LL * 32 * 32 * (128 + 4)));
+    CHECK(value_of(r.out, "C9 llama-3-8b kv bytes per token fp32 fp16 int8") ==
+          std::to_string(2 * llama3) + " " + std::to_string(llama3) + " " + std::to_string(2LL * 32 * 8 * (128 + 4)));
 
     // The shipped model, from the checkpoint's own header: fp32 values.
     const Header h = shipped_header();
@@ -94,6 +100,9 @@ TEST_CASE("example 12_kv_cache_growth: C8, C9, the real allocation, and the char
         CHECK(value_of(r.out, "after decode step " + std::to_string(step)) ==
               std::to_string(n_prompt + step) + " tokens, " +
                   std::to_string((n_prompt + step) * per_token) + " bytes used");
+    const std::int64_t int8_per_token = 2 * h.layers * h.kv_heads * (h.dim / h.heads + 4);
+    CHECK(value_of(r.out, "int8 cache after prefill") ==
+          std::to_string(n_prompt) + " tokens, " + std::to_string(n_prompt * int8_per_token) + " bytes used");
     CHECK(value_of(r.out, "svg written") == svg_path);
 
     // The chart: well-formed, one straight line per model starting at (0 tokens, 0 bytes), the

@@ -1,7 +1,7 @@
 // glass bench — prefill and decode speed of the fast CPU path, as medians of several runs.
 //
 //   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]
-//               [--precision fp32|fp16|bf16|q8|q4] [--probes] [--json]
+//               [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8] [--probes] [--json]
 // (--weights is an older name for --precision, still accepted.)
 // --probes also measures read bandwidth and FMA peak with the same threads and prints the
 // ratios (decode: weight bytes × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak).
@@ -16,7 +16,7 @@ namespace cli {
 
 int cmd_bench(int argc, char** argv) {
     Flags flags("bench", {{"-m", true}, {"--threads", true}, {"--prompt-len", true}, {"--gen", true},
-                          {"--runs", true}, {"--precision", true}, {"--weights", true}, {"--probes", false}, {"--json", false}});
+                          {"--runs", true}, {"--precision", true}, {"--weights", true}, {"--kv", true}, {"--probes", false}, {"--json", false}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     if (!flags.has("-m")) throw UsageError("glass bench needs a model: -m FILE (glass random-model makes one)");
@@ -38,7 +38,9 @@ int cmd_bench(int argc, char** argv) {
     if (prompt_len + gen > c.seq_len)
         glass::fail("--prompt-len ", prompt_len, " + --gen ", gen, " exceeds the context window of ", c.seq_len);
     auto t0 = std::chrono::steady_clock::now();
-    glass::fast::FastCpuSession session(model, {threads, weights, false, 512});
+    glass::fast::FastOptions options{threads, weights, false, 512};
+    options.kv = glass::kv_type_from_string(flags.get("--kv", "fp32"));
+    glass::fast::FastCpuSession session(model, options);
     const double pack_s = glass::fast::seconds_since(t0);
     const auto speeds = glass::fast::measure_phases(session, prompt_len, gen, runs);
     const auto& pf = speeds.prefill_tokens_per_s;
@@ -55,7 +57,7 @@ int cmd_bench(int argc, char** argv) {
     std::printf("decode (%d tokens):  %.2f tokens/s median [%.2f – %.2f] = %.1f GB/s of weights (%.1f MB/token)\n",
                 gen, dc.median, dc.min, dc.max, bytes * dc.median / 1e9, bytes / 1e6);
     nlohmann::json j = {
-        {"model", flags.get("-m", "")}, {"threads", threads}, {"precision", glass::fast::to_string(weights)},
+        {"model", flags.get("-m", "")}, {"threads", threads}, {"precision", glass::fast::to_string(weights)}, {"kv", glass::to_string(options.kv)},
         {"kernels", session.kernel_name()}, {"prompt_len", prompt_len}, {"gen", gen}, {"runs", runs},
         {"prefill_tokens_per_s", pf.median}, {"prefill_tokens_per_s_range", {pf.min, pf.max}},
         {"decode_tokens_per_s", dc.median}, {"decode_tokens_per_s_range", {dc.min, dc.max}},

@@ -22,14 +22,16 @@ namespace {
 //                                         the fast CPU path (fast/fast_session.hpp)
 //   --device cuda [--precision fp32|fp16|bf16] [--cuda-graph]   the GPU (cuda/); --cuda-graph
 //                                         replays each decode step as one CUDA graph
+//   --kv fp32|int8 (CPU)                  how the KV cache stores keys and values (kv_cache.hpp)
 std::unique_ptr<glass::Session> make_session(const std::string& device, const glass::Model& model,
                                              const std::string& precision, std::optional<int> threads,
-                                             bool cuda_graph) {
-    if (device == "cpu" && !threads && precision.empty()) return std::make_unique<glass::CpuSession>(model);
+                                             bool cuda_graph, glass::KvType kv) {
+    if (device == "cpu" && !threads && precision.empty()) return std::make_unique<glass::CpuSession>(model, kv);
     if (device == "cpu") {
         glass::fast::FastOptions options;
         options.threads = threads.value_or(1);
         options.weights = glass::fast::weight_type_from_string(precision.empty() ? "fp32" : precision);
+        options.kv = kv;
         return std::make_unique<glass::fast::FastCpuSession>(model, options);
     }
 #ifdef GLASS_HAVE_CUDA
@@ -54,7 +56,7 @@ int cmd_generate(int argc, char** argv) {
                              {"--stop", true}, {"--json", false}, {"--roofline", false},
                              {"--device", true}, {"--precision", true}, {"--threads", true},
                              {"--cuda-graph", false}, {"--top-logprobs", true},
-                             {"--draft", true}, {"--draft-k", true}});
+                             {"--draft", true}, {"--draft-k", true}, {"--kv", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -69,6 +71,11 @@ int cmd_generate(int argc, char** argv) {
         !((precision == "q8" || precision == "q4") && device == "cpu"))
         throw UsageError("--precision must be fp32, fp16, bf16 (or q8, q4 on the CPU), got '" + precision + "'");
     if (flags.has("--cuda-graph") && device != "cuda") throw UsageError("--cuda-graph applies to --device cuda");
+    const std::string kv_name = flags.get("--kv", "fp32");
+    if (kv_name != "fp32" && kv_name != "int8") throw UsageError("--kv must be fp32 or int8, got '" + kv_name + "'");
+    if (kv_name == "int8" && device != "cpu")
+        throw UsageError("--kv int8 runs on the CPU (the CUDA session's cache is fp32 for now)");
+    const glass::KvType kv = glass::kv_type_from_string(kv_name);
     const auto threads = flags.number<int>("--threads");
     if (threads && device != "cpu") throw UsageError("--threads applies to --device cpu");
     if (threads && (*threads < 1 || *threads > 256))
@@ -113,11 +120,11 @@ int cmd_generate(int argc, char** argv) {
         std::fprintf(stderr, "glass: -n %d leaves no room to generate after a %d-token prompt\n",
                      steps.value_or(256), n_prompt);
 
-    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"));
+    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"), kv);
     std::vector<std::unique_ptr<glass::Model>> draft_models;
     const std::unique_ptr<glass::Drafter> drafter =
         draft_spec.empty() ? nullptr : drafter_factory(draft_spec, model, draft_models, [&](const glass::Model& m) {
-            return make_session(device, m, precision, threads, false);  // the draft runs where the model does
+            return make_session(device, m, precision, threads, false, kv);  // the draft runs where the model does
         })();
     std::cout << glass::utf8::sanitize(prompt) << std::flush;
     const auto print = [](std::string_view text) { std::cout << text << std::flush; };

@@ -40,6 +40,7 @@ const Command kCommands[] = {
      "                 [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
      "                 [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda]\n"
      "                 [--precision fp32|fp16|bf16|q8|q4] [--threads N] [--cuda-graph]\n"
+     "                 [--kv fp32|int8]\n"
      "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]\n"
      "      -n STEPS counts positions including the prompt (as llama2.c's run.c); default 256.\n"
      "      Defaults: the shipped model and tokenizer, temperature 1.0, top-p 0.9 (run.c's),\n"
@@ -106,7 +107,7 @@ const Command kCommands[] = {
      "      apply to it); --html FILE writes a self-contained attention explorer page.\n"},
     {"bench", cli::cmd_bench,
      "  glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]\n"
-     "              [--precision fp32|fp16|bf16|q8|q4] [--probes] [--json]\n"
+     "              [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8] [--probes] [--json]\n"
      "      Prefill and decode tokens/s of the fast CPU path (median of R >= 5 runs);\n"
      "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them.\n"},
     {"serve-bench", cli::cmd_serve_bench,

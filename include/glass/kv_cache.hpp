@@ -10,9 +10,17 @@
 /// and shift RoPE), then attends over rows 0..length.
 ///
 /// Size: 2 (K and V) · n_layers · n_kv_heads · head_dim · bytes per value, per token (C8, C9).
+///
+/// In int8 (KvType::int8, C14's idea applied to the cache): each new row of one KV head
+/// [head_dim] gets its own scale s = max |x| / 127 and is kept as the integers round(x / s):
+/// head_dim + 4 bytes per (token, KV head) instead of 4 · head_dim. Attention then reads s · q.
+/// This reference keeps exactly those values, s · q, in its fp32 matrices (so every backend's
+/// int8 cache can be compared with it); the fast path (fast_session.hpp) keeps the int8 bytes.
 /// ```
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -24,6 +32,52 @@
 #include "glass/tensor.hpp"
 
 namespace glass {
+
+/// How cached keys and values are stored.
+enum class KvType { fp32, int8 };
+inline const char* to_string(KvType t) { return t == KvType::fp32 ? "fp32" : "int8"; }
+inline KvType kv_type_from_string(const std::string& s) {
+    if (s == "fp32") return KvType::fp32;
+    if (s == "int8") return KvType::int8;
+    fail("unknown KV cache type '", s, "' (fp32, int8)");
+}
+
+/// Bytes one position adds to the cache: fp32 2 · n_layers · kv_dim · 4; int8 2 · n_layers ·
+/// n_kv_heads · (head_dim + 4): one byte per value and one fp32 scale per KV head.
+inline std::int64_t kv_bytes_per_token(const ModelConfig& c, KvType t) {
+    if (t == KvType::fp32) return c.kv_bytes_per_token(4);
+    return std::int64_t{2} * c.n_layers * c.n_kv_heads * (c.head_dim() + 4);
+}
+
+/// One cached row x [n_kv_heads · head_dim] -> int8 q [same] and one scale per KV head
+/// (scales [n_kv_heads]): s_g = max |x_g| / 127, q = round(x / s_g). Error ≤ s_g / 2.
+inline void quantize_kv_row(const float* x, int n_kv_heads, int head_dim, std::int8_t* q, float* scales) {
+    for (int g = 0; g < n_kv_heads; ++g) {
+        const float* xg = x + std::int64_t{g} * head_dim;
+        float amax = 0.0f;
+        for (int i = 0; i < head_dim; ++i) amax = std::max(amax, std::fabs(xg[i]));
+        const float s = amax / 127.0f;
+        scales[g] = s;
+        for (int i = 0; i < head_dim; ++i)
+            q[std::int64_t{g} * head_dim + i] =
+                static_cast<std::int8_t>(s > 0 ? std::clamp(std::nearbyint(xg[i] / s), -127.0f, 127.0f) : 0.0f);
+    }
+}
+/// The row back: x'[g·head_dim + i] = s_g · q.
+inline void dequantize_kv_row(const std::int8_t* q, const float* scales, int n_kv_heads, int head_dim, float* x) {
+    for (int g = 0; g < n_kv_heads; ++g)
+        for (int i = 0; i < head_dim; ++i) {
+            const std::int64_t at = std::int64_t{g} * head_dim + i;
+            x[at] = scales[g] * static_cast<float>(q[at]);
+        }
+}
+/// x -> the values an int8 cache gives back for it (quantize, then dequantize), in place.
+inline void round_kv_row_to_int8(float* x, int n_kv_heads, int head_dim) {
+    std::vector<std::int8_t> q(static_cast<std::size_t>(n_kv_heads) * head_dim);
+    std::vector<float> scales(static_cast<std::size_t>(n_kv_heads));
+    quantize_kv_row(x, n_kv_heads, head_dim, q.data(), scales.data());
+    dequantize_kv_row(q.data(), scales.data(), n_kv_heads, head_dim, x);
+}
 
 /// \brief Bytes of K and V for `positions` positions of every layer — 2 · n_layers · positions ·
 /// n_kv_heads · head_dim · `bytes_per_value` — checked BEFORE anything is allocated.
@@ -75,11 +129,17 @@ class KVCache {
 public:
     /// Allocates, once, K and V for every position of the context window (`c.seq_len`).
     /// (The size is checked first: check_kv_cache_fits runs before either vector exists.)
-    explicit KVCache(const ModelConfig& c)
+    /// `type` int8: every written row is rounded to what an int8 cache holds (see the top).
+    explicit KVCache(const ModelConfig& c, KvType type = KvType::fp32)
         : keys_((check_kv_cache_fits(c, c.seq_len, sizeof(float), "context window (seq_len)"), c.n_layers),
                 RowMatrix::Zero(c.seq_len, c.kv_dim())),
           values_(c.n_layers, RowMatrix::Zero(c.seq_len, c.kv_dim())),
-          capacity_(c.seq_len) {}
+          capacity_(c.seq_len),
+          type_(type),
+          n_kv_heads_(c.n_kv_heads),
+          head_dim_(c.head_dim()) {}
+
+    KvType type() const { return type_; }
 
     int length() const { return length_; }      ///< positions filled (same in every layer)
     int capacity() const { return capacity_; }  ///< the context window
@@ -93,6 +153,11 @@ public:
         check_kv_write(length_, capacity_, start_pos, k.rows());
         keys_[layer].middleRows(start_pos, k.rows()) = k;
         values_[layer].middleRows(start_pos, v.rows()) = v;
+        if (type_ == KvType::int8)
+            for (Eigen::Index r = start_pos; r < start_pos + k.rows(); ++r) {
+                round_kv_row_to_int8(keys_[layer].row(r).data(), n_kv_heads_, head_dim_);
+                round_kv_row_to_int8(values_[layer].row(r).data(), n_kv_heads_, head_dim_);
+            }
     }
 
     /// After every layer has written its rows for this step, the new positions count.
@@ -113,8 +178,9 @@ public:
         length_ = position;
     }
 
-    /// Bytes of K and V in use right now (fp32): `kv_bytes_per_token` times length().
-    std::int64_t bytes_used(const ModelConfig& c) const { return c.kv_bytes_per_token() * length_; }
+    /// Bytes of K and V in use right now, as the cache's type stores them: `kv_bytes_per_token`
+    /// times length().
+    std::int64_t bytes_used(const ModelConfig& c) const { return kv_bytes_per_token(c, type_) * length_; }
     /// Bytes of K and V allocated for the whole context window.
     std::int64_t bytes_reserved() const {
         std::int64_t total = 0;
@@ -134,6 +200,8 @@ private:
     std::vector<RowMatrix> values_;  // [layer] -> [seq_len, kv_dim]
     int capacity_ = 0;
     int length_ = 0;
+    KvType type_ = KvType::fp32;
+    int n_kv_heads_ = 0, head_dim_ = 0;
 };
 
 }  // namespace glass

@@ -24,9 +24,7 @@
 /// matrix to d · q (fp32), so everything downstream (logits, greedy text, likelihoods) can be
 /// compared format against format with the reference's own forward pass.
 ///
-/// The KV cache in int8 (quantize_kv_row): each cached key or value row of one KV head
-/// [head_dim] gets its own fp32 scale max |x| / 127 (per head, per token): head_dim + 4 bytes
-/// instead of 4 · head_dim.
+/// The KV cache in int8 is kv_cache.hpp's (quantize_kv_row: one scale per KV head and token).
 /// ```
 #pragma once
 
@@ -192,30 +190,5 @@ inline Model quantized_model(const Model& model, QuantFormat format) {
 
 /// Bytes of `params` weights stored as fp32 (4), fp16 (2) or a quantization format (scales included).
 inline double format_bytes(std::int64_t params, double bytes_per_weight) { return double(params) * bytes_per_weight; }
-
-// ---- The KV cache in int8 ------------------------------------------------------------------------
-
-/// One cached row x [n_kv_heads * head_dim] -> int8 q [same] and one scale per KV head
-/// (scales [n_kv_heads]): s_g = max |x_g| / 127, q = round(x / s_g). Error ≤ s_g / 2.
-inline void quantize_kv_row(const float* x, int n_kv_heads, int head_dim, std::int8_t* q, float* scales) {
-    for (int g = 0; g < n_kv_heads; ++g) {
-        const float* xg = x + std::int64_t{g} * head_dim;
-        float amax = 0.0f;
-        for (int i = 0; i < head_dim; ++i) amax = std::max(amax, std::fabs(xg[i]));
-        const float s = amax / 127.0f;
-        scales[g] = s;
-        for (int i = 0; i < head_dim; ++i)
-            q[std::int64_t{g} * head_dim + i] =
-                static_cast<std::int8_t>(s > 0 ? std::clamp(std::nearbyint(xg[i] / s), -127.0f, 127.0f) : 0.0f);
-    }
-}
-/// The row back: x'[g·head_dim + i] = s_g · q.
-inline void dequantize_kv_row(const std::int8_t* q, const float* scales, int n_kv_heads, int head_dim, float* x) {
-    for (int g = 0; g < n_kv_heads; ++g)
-        for (int i = 0; i < head_dim; ++i) {
-            const std::int64_t at = std::int64_t{g} * head_dim + i;
-            x[at] = scales[g] * static_cast<float>(q[at]);
-        }
-}
 
 }  // namespace glass

@@ -137,7 +137,8 @@ inline std::vector<float> transformer_forward_all(const Model& m, KVCache& cache
 /// the next call. generate() drives it, and the CUDA twin (`CudaSession`) in the same way.
 class CpuSession : public Session {
 public:
-    explicit CpuSession(const Model& model) : model_(model), cache_(model.config) {}
+    /// `kv` int8: the KV cache holds int8 rows, one scale per KV head and token (kv_cache.hpp).
+    explicit CpuSession(const Model& model, KvType kv = KvType::fp32) : model_(model), cache_(model.config, kv) {}
 
     const ModelConfig& config() const override { return model_.config; }
     int position() const override { return cache_.length(); }

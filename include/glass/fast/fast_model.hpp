@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "glass/checkpoint.hpp"
+#include "glass/kv_cache.hpp"
 #include "glass/fast/buffer.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/packed_weights.hpp"
@@ -46,6 +47,7 @@ struct FastOptions {
     bool portable_kernels = false;  // force the plain loops (tests; CPUs without AVX-512)
     int prefill_chunk = 512;        // FastCpuSession: prompt positions per pass (bounds its buffers)
     bool flash_attention = true;    // FastCpuSession: prefill attention tile by tile (fast_flash_attention.hpp); false: score rows
+    KvType kv = KvType::fp32;       // FastCpuSession: the KV cache in fp32, or int8 (kv_cache.hpp)
 };
 
 /// Which kernel multiplies a single row (n = 1) in run_products.

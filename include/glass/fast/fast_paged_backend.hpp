@@ -53,7 +53,10 @@ class FastPagedBackend : public serve::PagedBackend {
 public:
     FastPagedBackend(const Model& model, FastOptions options)
         : m_(model, options, SingleRow::matmul), c_(model.config),
-          scores_(scores_floats(m_.threads(), c_)) {}
+          scores_(scores_floats(m_.threads(), c_)) {
+        if (options.kv != KvType::fp32)
+            fail("the fast paged backend keeps its KV pool in fp32; an int8 KV cache is FastCpuSession's only, for now");
+    }
 
     const ModelConfig& config() const override { return c_; }
 

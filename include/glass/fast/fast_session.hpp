@@ -16,10 +16,13 @@
 ///     at FMA speed instead of memory speed; each product's input is first regrouped into
 ///     those 12-token tiles (token_tiles.hpp) so the kernel reads it from L1. Prefill attention
 ///     is two small tiled matrix products per head (S = QKᵀ, O = PV), not one dot product
-///     per (query, key) pair. With FastOptions::flash_attention it is FlashAttention instead
-///     (fast_flash_attention.hpp: 256 x 128 tiles, online softmax, no score rows at all).
+///     per (query, key) pair. By default it is FlashAttention (fast_flash_attention.hpp: 256 x
+///     128 tiles, online softmax, no score rows at all; FastOptions::flash_attention = false:
+///     the score rows).
 ///  4. Buffers (activations, KV cache, RoPE angles) are sized once here: decode allocates
-///     nothing (tests/test_fast_cpu.cpp counts operator new to prove it).
+///     nothing (tests/test_fast_cpu.cpp counts operator new to prove it). With FastOptions::kv
+///     int8 the cache keeps int8 rows and a scale per KV head (a quarter of the bytes); each
+///     layer's rows are dequantized into one fp32 layer buffer before its attention.
 ///  5. RoPE's cos/sin are tabulated once ([seq_len, head_dim/2]) instead of recomputed with
 ///     pow/cos/sin for every head of every token; attention's exp and the MLP's SiLU use a
 ///     16-lane exp (kernels_avx512_attention.hpp).
@@ -61,7 +64,7 @@ public:
     const ModelConfig& config() const override { return c_; }
     int position() const override { return length_; }
     void reset() override { length_ = 0; }
-    std::int64_t kv_bytes_used() const override { return c_.kv_bytes_per_token() * length_; }
+    std::int64_t kv_bytes_used() const override { return kv_bytes_per_token(c_, m_.options().kv) * length_; }
     // Bytes streamed per decoded token: every packed matrix (classifier included) + the norms.
     std::int64_t weight_bytes() const override { return m_.weight_bytes(); }
     const char* backend_name() const override { return "the fast CPU path (--threads/--precision)"; }
@@ -105,10 +108,20 @@ private:
     // ---- construction: size every buffer once ----------------------------------------------
 
     void allocate_buffers() {
-        check_kv_cache_fits(c_, c_.seq_len, 4, "context window (seq_len)");  // before any allocation
+        const bool int8 = m_.options().kv == KvType::int8;
+        check_kv_cache_fits(c_, c_.seq_len, int8 ? 1 : 4, "context window (seq_len)");  // before any allocation
         chunk_ = std::min(m_.options().prefill_chunk, c_.seq_len);
         m_.reserve_rows(chunk_);
-        const std::int64_t n = chunk_, T = m_.threads(), kv_rows = std::int64_t{c_.n_layers} * c_.seq_len;
+        // fp32 K/V rows for every layer; with an int8 cache, for the layer being computed only
+        // (its rows dequantized from the int8 store, which holds every layer).
+        const std::int64_t n = chunk_, T = m_.threads(), kv_rows = std::int64_t{int8 ? 1 : c_.n_layers} * c_.seq_len;
+        if (int8) {
+            const std::int64_t rows = std::int64_t{c_.n_layers} * c_.seq_len;
+            key_q_.assign(static_cast<size_t>(rows * c_.kv_dim()), 0);
+            value_q_.assign(static_cast<size_t>(rows * c_.kv_dim()), 0);
+            key_scales_.assign(static_cast<size_t>(rows * c_.n_kv_heads), 0.0f);
+            value_scales_.assign(static_cast<size_t>(rows * c_.n_kv_heads), 0.0f);
+        }
         // Every buffer rounded up to a multiple of 16 floats (64 bytes) so each starts aligned.
         const std::int64_t sizes[] = {
             n * c_.dim, n * c_.dim, n * c_.dim, n * c_.dim,   // x, xn, q, att
@@ -161,8 +174,8 @@ private:
     // write the same output.
     void attention(int layer, int n, int start) {
         if (n > 1) return prefill_attention(layer, n, start);
-        const float* keys = key_cache_ + std::int64_t{layer} * c_.seq_len * c_.kv_dim();
-        const float* values = value_cache_ + std::int64_t{layer} * c_.seq_len * c_.kv_dim();
+        const float* keys = layer_keys(layer);
+        const float* values = layer_values(layer);
         auto job = [&](int g, int thread) {
             const int whole_cache[1] = {0};  // one block of seq_len positions: position j is row j
             m_.attend(q_, keys, values, whole_cache, c_.seq_len, start + 1, g, g + 1,
@@ -181,8 +194,8 @@ private:
         const int hd = c_.head_dim(), kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head();
         const int total = start + n, ld = c_.seq_len;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        const float* keys = key_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
-        const float* values = value_cache_ + std::int64_t{layer} * c_.seq_len * kv_dim;
+        const float* keys = layer_keys(layer);
+        const float* values = layer_values(layer);
         if (m_.options().flash_attention) {  // C19: tile by tile with the online softmax, no score rows
             // keys_t_ holds one layer at a time: every layer's keys, transposed into tiles again.
             const std::int64_t stride = tiled_keys_head_stride(c_.seq_len, hd, kFlashTiles.k);
@@ -221,6 +234,42 @@ private:
         m_.pool().run(c_.n_heads, job);
     }
 
+    // ---- the KV cache in int8 ---------------------------------------------------------------
+
+    // Layer l's K (V) rows in fp32 [seq_len, kv_dim]: the cache itself, or with an int8 cache
+    // the one-layer buffer store_and_load_int8 fills.
+    float* layer_keys(int l) const {
+        return key_cache_ + (m_.options().kv == KvType::int8 ? 0 : std::int64_t{l} * c_.seq_len * c_.kv_dim());
+    }
+    float* layer_values(int l) const {
+        return value_cache_ + (m_.options().kv == KvType::int8 ? 0 : std::int64_t{l} * c_.seq_len * c_.kv_dim());
+    }
+
+    // The n new rows of layer l (in the fp32 buffer, rotated) go into the int8 store, one scale
+    // per KV head and row (quantize_kv_row); then rows 0 .. start+n-1 of layer l come back
+    // dequantized into the buffer, the new ones included, for attention to read: what the
+    // reference's int8 KVCache holds. Threads split the rows.
+    void store_and_load_int8(int l, int start, int n) {
+        const int kv_dim = c_.kv_dim(), g = c_.n_kv_heads, hd = c_.head_dim();
+        const std::int64_t base = std::int64_t{l} * c_.seq_len;
+        const int total = start + n, T = m_.threads();
+        auto job = [&](int part, int) {
+            const int r0 = static_cast<int>(std::int64_t{total} * part / T), r1 = static_cast<int>(std::int64_t{total} * (part + 1) / T);
+            for (int r = r0; r < r1; ++r) {
+                const std::int64_t row = base + r;
+                float* k = key_cache_ + std::int64_t{r} * kv_dim;
+                float* v = value_cache_ + std::int64_t{r} * kv_dim;
+                if (r >= start) {
+                    quantize_kv_row(k, g, hd, key_q_.data() + row * kv_dim, key_scales_.data() + row * g);
+                    quantize_kv_row(v, g, hd, value_q_.data() + row * kv_dim, value_scales_.data() + row * g);
+                }
+                dequantize_kv_row(key_q_.data() + row * kv_dim, key_scales_.data() + row * g, g, hd, k);
+                dequantize_kv_row(value_q_.data() + row * kv_dim, value_scales_.data() + row * g, g, hd, v);
+            }
+        };
+        m_.pool().run(T, job);
+    }
+
     // Runs ids at positions length_ ..; the last row's logits go to logits_, or, given
     // `every_row` [n, vocab], every row's (speculative decoding's verify).
     void forward(std::span<const int> ids, float* every_row = nullptr) {
@@ -232,8 +281,8 @@ private:
         for (int l = 0; l < c_.n_layers; ++l) {
             const FastModel::Layer& w = m_.layer(l);
             // New keys and values land directly in their cache rows start .. start+n-1.
-            float* k_rows = key_cache_ + (std::int64_t{l} * c_.seq_len + start) * kv_dim;
-            float* v_rows = value_cache_ + (std::int64_t{l} * c_.seq_len + start) * kv_dim;
+            float* k_rows = layer_keys(l) + std::int64_t{start} * kv_dim;
+            float* v_rows = layer_values(l) + std::int64_t{start} * kv_dim;
 
             m_.rmsnorm(x_, w.rms_att, xn_, n);
             const Product qkv[] = {{&w.wq, xn_, dim, q_, dim, false},
@@ -244,6 +293,7 @@ private:
                 m_.rope(q_ + std::int64_t{t} * dim, c_.n_heads, start + t);
                 m_.rope(k_rows + std::int64_t{t} * kv_dim, c_.n_kv_heads, start + t);
             }
+            if (m_.options().kv == KvType::int8) store_and_load_int8(l, start, n);
             attention(l, n, start);
             m_.finish_layer(w, att_, x_, xn_, gate_, up_, n);  // x += att Woᵀ, then the MLP
         }
@@ -269,6 +319,8 @@ private:
     float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *att_ = nullptr, *gate_ = nullptr,
           *up_ = nullptr, *logits_ = nullptr, *scores_ = nullptr, *flash_ = nullptr, *keys_t_ = nullptr,
           *key_cache_ = nullptr, *value_cache_ = nullptr;
+    std::vector<std::int8_t> key_q_, value_q_;      // FastOptions::kv int8: [layer][seq_len][kv_dim]
+    std::vector<float> key_scales_, value_scales_;  // [layer][seq_len][n_kv_heads]
 };
 
 }  // namespace glass::fast

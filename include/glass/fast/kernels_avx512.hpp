@@ -78,6 +78,17 @@ GLASS_AVX512 inline void widen_int4(const unsigned char* p, __m512& lo, __m512& 
     lo = _mm512_permutexvar_ps(bytes, table);
     hi = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
 }
+// Input kk (< 32) of a Q8_0 or Q4_0 block (packed_weights.hpp): its 32 rows' integers as fp32,
+// rows 0..15 in lo and 16..31 in hi (the block's scales are applied by the caller).
+GLASS_AVX512 inline void widen_block_input(bool q4, const unsigned char* block, int kk, __m512& lo, __m512& hi) {
+    const unsigned char* q = block + kPanel * 2;
+    if (q4) {
+        widen_int4(q + kk * (kPanel / 2), lo, hi);
+    } else {
+        lo = widen_int8(q + kk * kPanel);
+        hi = widen_int8(q + kk * kPanel + 16);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Decode: y[r] (+)= Σ_k W(r,k) · x[k] for the rows of panels [p0, p1).
@@ -126,18 +137,19 @@ GLASS_AVX512 inline void matvec(const PackedMatrix& w, const float* x, float* y,
                 lo[0] = _mm512_fmadd_ps(x0, widen(ph + k * 32), lo[0]);
                 hi[0] = _mm512_fmadd_ps(x0, widen(ph + k * 32 + 16), hi[0]);
             }
-        } else if (w.type == WeightType::q4_0) {  // as Q8_0 below, 16 bytes per input
+        } else {  // Q8_0 / Q4_0: sum x·q over a block in fp32, then multiply by the block's 32 scales.
+            const bool q4 = w.type == WeightType::q4_0;
+            const std::int64_t block_bytes = q4 ? kQ4BlockBytes : kQ8BlockBytes;
             for (int b = 0; b < w.q8_blocks(); ++b) {
-                const unsigned char* block = panel + std::int64_t{b} * kQ4BlockBytes;
-                const unsigned char* q = block + kPanel * 2;
+                const unsigned char* block = panel + b * block_bytes;
                 const int k0 = b * kQ8Block, n = std::min(kQ8Block, cols - k0);
                 __m512 b_lo0 = _mm512_setzero_ps(), b_hi0 = b_lo0, b_lo1 = b_lo0, b_hi1 = b_lo0;
+                __m512 w_lo0, w_hi0, w_lo1, w_hi1;
                 int kk = 0;
                 for (; kk + 2 <= n; kk += 2) {
                     const __m512 x0 = _mm512_set1_ps(x[k0 + kk]), x1 = _mm512_set1_ps(x[k0 + kk + 1]);
-                    __m512 w_lo0, w_hi0, w_lo1, w_hi1;
-                    widen_int4(q + kk * 16, w_lo0, w_hi0);
-                    widen_int4(q + kk * 16 + 16, w_lo1, w_hi1);
+                    widen_block_input(q4, block, kk, w_lo0, w_hi0);
+                    widen_block_input(q4, block, kk + 1, w_lo1, w_hi1);
                     b_lo0 = _mm512_fmadd_ps(x0, w_lo0, b_lo0);
                     b_hi0 = _mm512_fmadd_ps(x0, w_hi0, b_hi0);
                     b_lo1 = _mm512_fmadd_ps(x1, w_lo1, b_lo1);
@@ -145,33 +157,9 @@ GLASS_AVX512 inline void matvec(const PackedMatrix& w, const float* x, float* y,
                 }
                 if (kk < n) {
                     const __m512 x0 = _mm512_set1_ps(x[k0 + kk]);
-                    __m512 w_lo0, w_hi0;
-                    widen_int4(q + kk * 16, w_lo0, w_hi0);
+                    widen_block_input(q4, block, kk, w_lo0, w_hi0);
                     b_lo0 = _mm512_fmadd_ps(x0, w_lo0, b_lo0);
                     b_hi0 = _mm512_fmadd_ps(x0, w_hi0, b_hi0);
-                }
-                const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
-                lo[0] = _mm512_fmadd_ps(_mm512_add_ps(b_lo0, b_lo1), widen_fp16(scales), lo[0]);
-                hi[0] = _mm512_fmadd_ps(_mm512_add_ps(b_hi0, b_hi1), widen_fp16(scales + 16), hi[0]);
-            }
-        } else {  // Q8_0: sum x·q over a block in fp32, then multiply by the block's 32 scales.
-            for (int b = 0; b < w.q8_blocks(); ++b) {
-                const unsigned char* block = panel + std::int64_t{b} * kQ8BlockBytes;
-                const unsigned char* q = block + kPanel * 2;
-                const int k0 = b * kQ8Block, n = std::min(kQ8Block, cols - k0);
-                __m512 b_lo0 = _mm512_setzero_ps(), b_hi0 = b_lo0, b_lo1 = b_lo0, b_hi1 = b_lo0;
-                int kk = 0;
-                for (; kk + 2 <= n; kk += 2) {
-                    const __m512 x0 = _mm512_set1_ps(x[k0 + kk]), x1 = _mm512_set1_ps(x[k0 + kk + 1]);
-                    b_lo0 = _mm512_fmadd_ps(x0, widen_int8(q + kk * 32), b_lo0);
-                    b_hi0 = _mm512_fmadd_ps(x0, widen_int8(q + kk * 32 + 16), b_hi0);
-                    b_lo1 = _mm512_fmadd_ps(x1, widen_int8(q + kk * 32 + 32), b_lo1);
-                    b_hi1 = _mm512_fmadd_ps(x1, widen_int8(q + kk * 32 + 48), b_hi1);
-                }
-                if (kk < n) {
-                    const __m512 x0 = _mm512_set1_ps(x[k0 + kk]);
-                    b_lo0 = _mm512_fmadd_ps(x0, widen_int8(q + kk * 32), b_lo0);
-                    b_hi0 = _mm512_fmadd_ps(x0, widen_int8(q + kk * 32 + 16), b_hi0);
                 }
                 const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
                 lo[0] = _mm512_fmadd_ps(_mm512_add_ps(b_lo0, b_lo1), widen_fp16(scales), lo[0]);
@@ -228,22 +216,14 @@ GLASS_AVX512 inline void matmul_tile(const float* x, const float* chunk, int kc,
 // bf16 and Q8_0 this is done once per chunk and then reused by every token of the prompt.
 GLASS_AVX512 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc, float* chunk) {
     const unsigned char* panel = w.panel(p);
-    if (w.type == WeightType::q8_0) {  // k0 is a multiple of the block size (kChunk is)
+    if (w.type == WeightType::q8_0 || w.type == WeightType::q4_0) {  // k0: a multiple of 32 (kChunk is)
+        const bool q4 = w.type == WeightType::q4_0;
+        const std::int64_t block_bytes = q4 ? kQ4BlockBytes : kQ8BlockBytes;
         for (int k = 0; k < kc; ++k) {
-            const unsigned char* block = panel + std::int64_t{(k0 + k) / kQ8Block} * kQ8BlockBytes;
-            const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
-            const unsigned char* q = block + kPanel * 2 + ((k0 + k) % kQ8Block) * kPanel;
-            _mm512_store_ps(chunk + k * 32, _mm512_mul_ps(widen_int8(q), widen_fp16(scales)));
-            _mm512_store_ps(chunk + k * 32 + 16, _mm512_mul_ps(widen_int8(q + 16), widen_fp16(scales + 16)));
-        }
-        return;
-    }
-    if (w.type == WeightType::q4_0) {
-        for (int k = 0; k < kc; ++k) {
-            const unsigned char* block = panel + std::int64_t{(k0 + k) / kQ8Block} * kQ4BlockBytes;
+            const unsigned char* block = panel + (k0 + k) / kQ8Block * block_bytes;
             const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
             __m512 q_lo, q_hi;
-            widen_int4(block + kPanel * 2 + ((k0 + k) % kQ8Block) * (kPanel / 2), q_lo, q_hi);
+            widen_block_input(q4, block, (k0 + k) % kQ8Block, q_lo, q_hi);
             _mm512_store_ps(chunk + k * 32, _mm512_mul_ps(q_lo, widen_fp16(scales)));
             _mm512_store_ps(chunk + k * 32 + 16, _mm512_mul_ps(q_hi, widen_fp16(scales + 16)));
         }
