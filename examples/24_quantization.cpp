@@ -147,9 +147,9 @@ int run(int argc, char** argv) {
     const std::int64_t d = 4096, h = 11008, L = 32, V = 32000;
     const std::int64_t params = L * (4 * d * d + 3 * d * h + 2 * d) + 2 * V * d + d;
     std::printf("\n2. C14: a 7B model (Llama 2 7B's shape: %lld parameters)\n", static_cast<long long>(params));
-    std::printf("fp16 size: %.2f GB\n", glass::format_bytes(params, 2.0) / 1e9);
-    std::printf("int8 (q8) size: %.2f GB\n", glass::format_bytes(params, glass::bytes_per_weight(glass::QuantFormat::q8_0)) / 1e9);
-    std::printf("int4 (q4) size: %.2f GB\n", glass::format_bytes(params, glass::bytes_per_weight(glass::QuantFormat::q4_0)) / 1e9);
+    std::printf("fp16 size: %.2f GB\n", params * 2.0 / 1e9);
+    std::printf("int8 (q8) size: %.2f GB\n", params * glass::bytes_per_weight(glass::QuantFormat::q8_0) / 1e9);
+    std::printf("int4 (q4) size: %.2f GB\n", params * glass::bytes_per_weight(glass::QuantFormat::q4_0) / 1e9);
     std::printf("(the article: about 14, 7 and 3.5 GB \"plus scales\": the scales are the 0.0625 bytes per weight)\n");
 
     const glass::Model model = glass::load_llama2c_checkpoint(std::string(GLASS_MODELS_DIR) + "/stories260K.bin");
@@ -186,7 +186,7 @@ int run(int argc, char** argv) {
         if (s.first_break >= 0)
             std::snprintf(brk, sizeof brk, "%d, %s, %.4f", s.first_break, s.first_break_case.c_str(), s.margin_there);
         std::printf("   %-6s %14.0f %22.3g %14d of %3zu %34s %10.4f %11.4f\n", name,
-                    glass::format_bytes(matrix_params, bytes_per_weight), s.worst_logit_error, s.identical, texts.size(), brk,
+                    matrix_params * bytes_per_weight, s.worst_logit_error, s.identical, texts.size(), brk,
                     s.nll_sum / s.tokens, std::exp(s.nll_sum / s.tokens));
     };
     print("fp32", 4.0, base);

@@ -207,6 +207,14 @@ TEST_CASE("cli: device flags that do not fit together name themselves") {
     CHECK(expect_error("generate -p hi --device cuda --threads 2", {"--threads"}).exit_code == 2);
 }
 
+TEST_CASE("cli: a bad --kv is a usage error (exit 2) in every command that takes it") {
+    for (const char* command : {"generate -p hi", "bench -m x"}) {
+        CAPTURE(command);
+        CHECK(expect_error(std::string(command) + " --kv int4", {"--kv must be fp32 or int8, got 'int4'"}).exit_code == 2);
+    }
+    CHECK(expect_error("generate -p hi --device cuda --kv int8", {"--kv int8 runs on the CPU"}).exit_code == 2);
+}
+
 TEST_CASE("cli: unknown command") {
     const test::Run r = expect_error("frobnicate -p hi", {"frobnicate"});
     CHECK(r.exit_code == 2);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <limits>
 #include <new>
 
 #include "glass/fast/fast_paged_backend.hpp"
@@ -62,9 +64,9 @@ TEST_CASE("packing: every weight lands where PackedMatrix::at says, in the reque
     for (WeightType type : kAllTypes) {
         std::vector<unsigned char> buf(size_t(glass::fast::packed_bytes(rows, cols, type)), 0);
         const auto m = glass::fast::pack_matrix(w.data(), rows, cols, type, buf.data());
-        const bool quantized = type == WeightType::q8_0 || type == WeightType::q4_0;
-        const glass::QuantizedMatrix reference = glass::quantize(
-            w.data(), rows, cols, type == WeightType::q4_0 ? glass::QuantFormat::q4_0 : glass::QuantFormat::q8_0);
+        const bool quantized = glass::fast::is_quantized(type);
+        const glass::QuantizedMatrix reference =
+            quantized ? glass::quantize(w.data(), rows, cols, glass::fast::quant_format_of(type)) : glass::QuantizedMatrix{};
         for (int r = 0; r < rows; ++r) {
             float amax = 0;  // for Q8_0: the block's largest magnitude sets the step
             for (int k = 0; k < cols; ++k) {
@@ -180,6 +182,88 @@ TEST_CASE("kernels: decode attention over a run of cached rows equals the plain 
             fast.add_rows(y_split.data(), p.data() + j0, rows.data() + j0 * ld, ld, j0 == 0 ? 1 : j0 == 1 ? 5 : 15, hd);
         CHECK(y_split == y_fast);
     }
+}
+
+// An int8 KV cache's decode attention reads int8 rows and a scale per (row, KV head); it must
+// compute what the fp32 kernels compute on the values those rows stand for (s · q), as both
+// backends' kernels. Only the place of the multiplication by s differs (once per row instead of
+// per element): fp32 rounding, so the fp32 tolerance applies.
+TEST_CASE("kernels: decode attention over int8 rows equals the fp32 kernels on the rows they stand for") {
+    const auto plain = glass::fast::portable_kernels();
+    for (const bool portable : {true, false}) {
+        if (!portable && !glass::fast::cpu_has_avx512()) continue;
+        const auto k = portable ? plain : glass::fast::best_kernels();
+        for (int hd : {8, 48, 64, 80}) {
+            CAPTURE(portable);
+            CAPTURE(hd);
+            const int n_rows = 21, G = 3, g = 1;  // rows hold 3 KV heads; head 1 is read
+            const long ld = long{G} * hd;
+            const auto x = random_vector(size_t(n_rows * ld), 24), q = random_vector(size_t(hd), 25);
+            const auto p = random_vector(size_t(n_rows), 26);
+            std::vector<std::int8_t> rows(x.size());
+            std::vector<float> scales(size_t(n_rows * G)), stands_for(x.size());
+            for (int r = 0; r < n_rows; ++r) {
+                glass::quantize_kv_row(x.data() + r * ld, G, hd, rows.data() + r * ld, scales.data() + r * G);
+                glass::dequantize_kv_row(rows.data() + r * ld, scales.data() + r * G, G, hd, stands_for.data() + r * ld);
+            }
+            std::vector<float> s_int8(n_rows), s_fp32(n_rows);
+            k.dot_rows_int8(q.data(), rows.data() + g * hd, ld, scales.data() + g, G, n_rows, hd, 0.25f, s_int8.data());
+            plain.dot_rows(q.data(), stands_for.data() + g * hd, ld, n_rows, hd, 0.25f, s_fp32.data());
+            CHECK(relative_error(s_int8, s_fp32) < 1e-5);
+            std::vector<float> y_int8(size_t(hd) + 16, 0.5f), y_fp32 = y_int8;
+            for (int d = hd; d < hd + 16; ++d) y_int8[size_t(d)] = y_fp32[size_t(d)] = 7.0f;  // lanes past hd untouched
+            k.add_rows_int8(y_int8.data(), p.data(), rows.data() + g * hd, ld, scales.data() + g, G, n_rows, hd);
+            plain.add_rows(y_fp32.data(), p.data(), stands_for.data() + g * hd, ld, n_rows, hd);
+            CHECK(relative_error(y_int8, y_fp32) < 1e-5);
+        }
+    }
+}
+
+// A NaN key or value must not turn into integers: its head's scale becomes NaN, the dequantized
+// row NaN, and then each session reacts as with an fp32 cache: the reference's softmax refuses
+// the row, the fast session's logits are NaN, which generation refuses, naming it.
+TEST_CASE("int8 KV cache: a NaN key stays NaN: the reference refuses it, fast logits are NaN, generate names it") {
+    // The shipped checkpoint's floats with wk[0][0] of layer 1 set to NaN (llama2.c's order:
+    // embedding, every rms_att, every wq, then every wk).
+    const glass::ModelConfig& c = test::shipped().config;
+    std::ifstream in(test::shipped_model(), std::ios::binary);
+    in.seekg(28);  // the 7-int header
+    auto floats = std::make_shared<std::vector<float>>(size_t((glass::llama2c_file_bytes(c) - 28) / 4));
+    in.read(reinterpret_cast<char*>(floats->data()), std::streamsize(floats->size() * 4));
+    REQUIRE(in.good());
+    const std::int64_t L = c.n_layers, d = c.dim;
+    (*floats)[size_t(std::int64_t{c.vocab_size} * d + L * d + L * d * d + c.kv_dim() * d)] = std::numeric_limits<float>::quiet_NaN();
+    const float* weights = floats->data();
+    const glass::Model model = glass::model_from_llama2c_bytes(c, weights, std::move(floats));
+    std::vector<float> row = {1.0f, -2.0f, std::numeric_limits<float>::infinity(), 0.5f, 3.0f, 1.0f, -1.0f, 0.0f};
+    std::vector<std::int8_t> q(8);
+    float scales[2];
+    glass::quantize_kv_row(row.data(), 2, 4, q.data(), scales);
+    CHECK(std::isnan(scales[0]));  // the head holding inf
+    CHECK(scales[1] == doctest::Approx(3.0f / 127));
+    glass::round_kv_row_to_int8(row.data(), 2, 4);
+    CHECK(std::isnan(row[0]));
+    CHECK(row[4] == doctest::Approx(3.0f));
+    const std::vector<int> prompt = {1, 403, 407, 261, 378, 432};  // 6 tokens: a chunk of 4, then 2
+    // The reference's softmax refuses a score row without a finite entry, with an int8 cache as
+    // with an fp32 one.
+    for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8}) {
+        glass::CpuSession ref(model, kv);
+        CHECK_THROWS_WITH_AS(ref.prefill(prompt), doctest::Contains("no finite entry"), glass::Error);
+    }
+    // The fast session's logits come out NaN, after prefill and after a decode step.
+    FastOptions options{2, WeightType::fp32, false, 4};
+    options.kv = glass::KvType::int8;
+    FastCpuSession fast(model, options);
+    const auto logits = fast.prefill(prompt);
+    CHECK(std::any_of(logits.begin(), logits.end(), [](float v) { return std::isnan(v); }));
+    const auto after = fast.decode(261);
+    CHECK(std::any_of(after.begin(), after.end(), [](float v) { return std::isnan(v); }));
+    glass::GenerateOptions o;
+    o.max_new_tokens = 4;
+    FastCpuSession fresh(model, options);
+    CHECK_THROWS_WITH_AS(glass::generate(fresh, test::shipped_tok(), "Once upon a time", o), doctest::Contains("nan"),
+                         glass::Error);
 }
 
 TEST_CASE("kernels: AVX-512 prefill attention tiles equal the plain loops (tails in rows, keys, head_dim)") {
@@ -401,10 +485,9 @@ TEST_CASE("reduced-precision weights stay within their stated tolerance of the f
 TEST_CASE("q8/q4 fast path equals CpuSession on quantized_model (fp32 tolerance)") {
     const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
     const std::vector<int> next = {376, 298, 315, 421, 395, 317, 426, 338};
-    for (const auto [type, format] : {std::pair{WeightType::q8_0, glass::QuantFormat::q8_0},
-                                      std::pair{WeightType::q4_0, glass::QuantFormat::q4_0}}) {
+    for (const WeightType type : {WeightType::q8_0, WeightType::q4_0}) {
         CAPTURE(std::string(glass::fast::to_string(type)));
-        const glass::Model rounded = glass::quantized_model(test::shipped(), format);
+        const glass::Model rounded = glass::quantized_model(test::shipped(), glass::fast::quant_format_of(type));
         for (const bool portable : {false, true}) {
             CAPTURE(portable);
             glass::CpuSession ref(rounded);

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "glass/kv_cache.hpp"
+
 namespace cli {
 
 inline const std::string kDefaultModel = std::string(GLASS_MODELS_DIR) + "/stories260K.bin";
@@ -102,6 +104,14 @@ private:
     std::map<std::string, std::vector<std::string>> values_;
     std::vector<std::string> positional_;
 };
+
+// --kv fp32|int8 (default fp32): how the KV cache stores keys and values (kv_cache.hpp).
+// A bad name is a usage error (exit 2), as for every other flag.
+inline glass::KvType kv_from_flags(const Flags& flags) {
+    const std::string name = flags.get("--kv", "fp32");
+    if (name != "fp32" && name != "int8") throw UsageError("--kv must be fp32 or int8, got '" + name + "'");
+    return glass::kv_type_from_string(name);
+}
 
 // A piece shown between quotes with non-printable bytes escaped.
 inline std::string quoted(const std::string& s) {

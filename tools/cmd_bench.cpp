@@ -32,6 +32,7 @@ int cmd_bench(int argc, char** argv) {
     if (flags.has("--precision") && flags.has("--weights"))
         throw UsageError("--weights is another name for --precision: give one of them");
     const auto weights = glass::fast::weight_type_from_string(flags.get("--precision", flags.get("--weights", "fp32")));
+    const glass::KvType kv = kv_from_flags(flags);
 
     const glass::Model model = glass::load_llama2c_checkpoint(flags.get("-m", ""));
     const glass::ModelConfig& c = model.config;
@@ -39,7 +40,7 @@ int cmd_bench(int argc, char** argv) {
         glass::fail("--prompt-len ", prompt_len, " + --gen ", gen, " exceeds the context window of ", c.seq_len);
     auto t0 = std::chrono::steady_clock::now();
     glass::fast::FastOptions options{threads, weights, false, 512};
-    options.kv = glass::kv_type_from_string(flags.get("--kv", "fp32"));
+    options.kv = kv;
     glass::fast::FastCpuSession session(model, options);
     const double pack_s = glass::fast::seconds_since(t0);
     const auto speeds = glass::fast::measure_phases(session, prompt_len, gen, runs);

@@ -71,11 +71,9 @@ int cmd_generate(int argc, char** argv) {
         !((precision == "q8" || precision == "q4") && device == "cpu"))
         throw UsageError("--precision must be fp32, fp16, bf16 (or q8, q4 on the CPU), got '" + precision + "'");
     if (flags.has("--cuda-graph") && device != "cuda") throw UsageError("--cuda-graph applies to --device cuda");
-    const std::string kv_name = flags.get("--kv", "fp32");
-    if (kv_name != "fp32" && kv_name != "int8") throw UsageError("--kv must be fp32 or int8, got '" + kv_name + "'");
-    if (kv_name == "int8" && device != "cpu")
+    const glass::KvType kv = kv_from_flags(flags);
+    if (kv == glass::KvType::int8 && device != "cpu")
         throw UsageError("--kv int8 runs on the CPU (the CUDA session's cache is fp32 for now)");
-    const glass::KvType kv = glass::kv_type_from_string(kv_name);
     const auto threads = flags.number<int>("--threads");
     if (threads && device != "cpu") throw UsageError("--threads applies to --device cpu");
     if (threads && (*threads < 1 || *threads > 256))

@@ -57,6 +57,13 @@ inline int quant_max(QuantFormat f) { return f == QuantFormat::q8_0 ? 127 : 7; }
 inline int quant_block_bytes(QuantFormat f) { return 2 + (f == QuantFormat::q8_0 ? kQuantBlock : kQuantBlock / 2); }
 inline double bytes_per_weight(QuantFormat f) { return quant_block_bytes(f) / double(kQuantBlock); }
 
+/// Q4_0 keeps two 4-bit integers per byte, each as q + 8 (0 .. 15): writes q into the low
+/// nibble of `byte`, or the high one, leaving the other alone.
+inline void set_nibble(std::uint8_t& byte, bool high, int q) {
+    const auto nibble = static_cast<std::uint8_t>(q + 8);
+    byte = high ? static_cast<std::uint8_t>((byte & 0x0F) | (nibble << 4)) : static_cast<std::uint8_t>((byte & 0xF0) | nibble);
+}
+
 /// One quantized matrix [rows, cols]. Rows whose length is not a multiple of 32 end in a
 /// partial block, padded with q = 0.
 struct QuantizedMatrix {
@@ -107,22 +114,20 @@ inline QuantizedMatrix quantize(const float* w, int rows, int cols, QuantFormat 
             for (int k = k0; k < k1; ++k) {
                 const float rounded = d > 0 ? std::nearbyint(row[k] / d) : 0.0f;
                 const int q = static_cast<int>(std::clamp(rounded, -float(qmax), float(qmax)));
-                if (format == QuantFormat::q8_0) {
+                if (format == QuantFormat::q8_0)
                     out[k] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
-                } else {
-                    std::uint8_t& byte = out[k / 2];
-                    const std::uint8_t nibble = static_cast<std::uint8_t>(q + 8);
-                    byte = k % 2 == 0 ? static_cast<std::uint8_t>((byte & 0xF0) | nibble)
-                                      : static_cast<std::uint8_t>((byte & 0x0F) | (nibble << 4));
-                }
+                else
+                    set_nibble(out[k / 2], k % 2 == 1, q);
             }
         }
     }
     return m;
 }
 inline QuantizedMatrix quantize(const Eigen::Ref<const RowMatrix>& w, QuantFormat format) {
-    const RowMatrix dense = w;  // contiguous rows
-    return quantize(dense.data(), static_cast<int>(dense.rows()), static_cast<int>(dense.cols()), format);
+    const int rows = static_cast<int>(w.rows()), cols = static_cast<int>(w.cols());
+    if (w.outerStride() == w.cols()) return quantize(w.data(), rows, cols, format);  // rows already back to back
+    const RowMatrix dense = w;
+    return quantize(dense.data(), rows, cols, format);
 }
 
 /// The fp32 matrix the quantized one stands for: W'(r, k) = d · q.
@@ -187,8 +192,5 @@ inline Model quantized_model(const Model& model, QuantFormat format) {
     const float* data = floats->data();
     return model_from_llama2c_bytes(c, data, std::move(floats));
 }
-
-/// Bytes of `params` weights stored as fp32 (4), fp16 (2) or a quantization format (scales included).
-inline double format_bytes(std::int64_t params, double bytes_per_weight) { return double(params) * bytes_per_weight; }
 
 }  // namespace glass

@@ -50,6 +50,16 @@ struct FastOptions {
     KvType kv = KvType::fp32;       // FastCpuSession: the KV cache in fp32, or int8 (kv_cache.hpp)
 };
 
+/// An int8 KV cache's rows as attend reads them (kv_cache.hpp's KvType::int8): keys and values
+/// [rows, kv_dim] int8 and their scales [rows, n_kv_heads]; row r of KV head g stands for
+/// scales[r · n_kv_heads + g] · q.
+struct Int8Rows {
+    const std::int8_t* keys;
+    const float* key_scales;
+    const std::int8_t* values;
+    const float* value_scales;
+};
+
 /// Which kernel multiplies a single row (n = 1) in run_products.
 enum class SingleRow {
     matvec,  ///< the matrix–vector kernel: the quickest way through memory for one decoded token
@@ -204,7 +214,8 @@ public:
 
     // One query row's attention for the query heads of KV heads [g0, g1), over positions
     // 0 .. visible-1 of one sequence whose cache rows come in blocks: position j is row
-    //   table[j / block_size] · block_size + j % block_size   of `keys` and `values` [rows, kv_dim].
+    //   table[j / block_size] · block_size + j % block_size   of `keys` and `values` [rows, kv_dim]
+    // (or, given `int8`, of an int8 cache's rows and scales; keys and values are then unused).
     // For each query head h (of KV head g = h / group):
     //   s_j = q_h · k_j,g · scale;  p = softmax(s);  out_h = Σ_j p_j · v_j,g   (in order of j)
     // Block by block (a block's rows are contiguous), every head of the range in turn, each head
@@ -212,27 +223,38 @@ public:
     // block size or the other rows: only its numbers count.
     // q, out: the row's [heads · head_dim]; scores: [heads in the range][visible].
     void attend(const float* q, const float* keys, const float* values, const int* table, int block_size,
-                int visible, int g0, int g1, float* scores, float* out) const {
-        const int hd = c_.head_dim(), kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head();
+                int visible, int g0, int g1, float* scores, float* out, const Int8Rows* int8 = nullptr) const {
+        const int hd = c_.head_dim(), kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head(), G = c_.n_kv_heads;
         const int h0 = g0 * group, h1 = g1 * group;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        // Calls f(first position, positions, offset of the first one's row) for every block.
+        // Calls f(first position, positions, the first one's row) for every block.
         auto each_block = [&](auto&& f) {
             for (int b = 0, j0 = 0; j0 < visible; ++b, j0 += block_size)
-                f(j0, std::min(block_size, visible - j0), std::int64_t{table[b]} * block_size * kv_dim);
+                f(j0, std::min(block_size, visible - j0), std::int64_t{table[b]} * block_size);
         };
-        auto head = [&](int h) { return std::int64_t{h / group} * hd; };  // its KV head's columns
-        each_block([&](int j0, int m, std::int64_t first) {
-            for (int h = h0; h < h1; ++h)
-                k_.dot_rows(q + std::int64_t{h} * hd, keys + first + head(h), kv_dim, m, hd, scale,
-                            scores + std::int64_t{h - h0} * visible + j0);
+        auto at = [&](std::int64_t row, int h) { return row * kv_dim + std::int64_t{h / group} * hd; };  // its KV head
+        auto scale_at = [&](std::int64_t row, int h) { return row * G + h / group; };
+        each_block([&](int j0, int m, std::int64_t row) {
+            for (int h = h0; h < h1; ++h) {
+                float* s = scores + std::int64_t{h - h0} * visible + j0;
+                if (int8)
+                    k_.dot_rows_int8(q + std::int64_t{h} * hd, int8->keys + at(row, h), kv_dim,
+                                     int8->key_scales + scale_at(row, h), G, m, hd, scale, s);
+                else
+                    k_.dot_rows(q + std::int64_t{h} * hd, keys + at(row, h), kv_dim, m, hd, scale, s);
+            }
         });
         for (int h = h0; h < h1; ++h) k_.softmax(scores + std::int64_t{h - h0} * visible, visible);
         std::memset(out + std::int64_t{h0} * hd, 0, sizeof(float) * static_cast<size_t>((h1 - h0) * hd));
-        each_block([&](int j0, int m, std::int64_t first) {
-            for (int h = h0; h < h1; ++h)
-                k_.add_rows(out + std::int64_t{h} * hd, scores + std::int64_t{h - h0} * visible + j0,
-                            values + first + head(h), kv_dim, m, hd);
+        each_block([&](int j0, int m, std::int64_t row) {
+            for (int h = h0; h < h1; ++h) {
+                const float* p = scores + std::int64_t{h - h0} * visible + j0;
+                if (int8)
+                    k_.add_rows_int8(out + std::int64_t{h} * hd, p, int8->values + at(row, h), kv_dim,
+                                     int8->value_scales + scale_at(row, h), G, m, hd);
+                else
+                    k_.add_rows(out + std::int64_t{h} * hd, p, values + at(row, h), kv_dim, m, hd);
+            }
         });
     }
 

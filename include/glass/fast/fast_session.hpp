@@ -21,8 +21,9 @@
 ///     the score rows).
 ///  4. Buffers (activations, KV cache, RoPE angles) are sized once here: decode allocates
 ///     nothing (tests/test_fast_cpu.cpp counts operator new to prove it). With FastOptions::kv
-///     int8 the cache keeps int8 rows and a scale per KV head (a quarter of the bytes); each
-///     layer's rows are dequantized into one fp32 layer buffer before its attention.
+///     int8 the cache keeps int8 rows and a scale per KV head (a quarter of the bytes); decode
+///     attention reads them as they are (the kernels widen them in registers), a prefill pass
+///     dequantizes the layer's rows into one fp32 layer buffer before its attention.
 ///  5. RoPE's cos/sin are tabulated once ([seq_len, head_dim/2]) instead of recomputed with
 ///     pow/cos/sin for every head of every token; attention's exp and the MLP's SiLU use a
 ///     16-lane exp (kernels_avx512_attention.hpp).
@@ -113,7 +114,7 @@ private:
         chunk_ = std::min(m_.options().prefill_chunk, c_.seq_len);
         m_.reserve_rows(chunk_);
         // fp32 K/V rows for every layer; with an int8 cache, for the layer being computed only
-        // (its rows dequantized from the int8 store, which holds every layer).
+        // (its rows dequantized from the int8 store, which holds every layer, for prefill).
         const std::int64_t n = chunk_, T = m_.threads(), kv_rows = std::int64_t{int8 ? 1 : c_.n_layers} * c_.seq_len;
         if (int8) {
             const std::int64_t rows = std::int64_t{c_.n_layers} * c_.seq_len;
@@ -176,10 +177,15 @@ private:
         if (n > 1) return prefill_attention(layer, n, start);
         const float* keys = layer_keys(layer);
         const float* values = layer_values(layer);
+        // With an int8 cache decode reads the int8 rows themselves (the kernels widen them).
+        const std::int64_t rows = std::int64_t{layer} * c_.seq_len;
+        const Int8Rows int8{key_q_.data() + rows * c_.kv_dim(), key_scales_.data() + rows * c_.n_kv_heads,
+                            value_q_.data() + rows * c_.kv_dim(), value_scales_.data() + rows * c_.n_kv_heads};
+        const bool is_int8 = m_.options().kv == KvType::int8;
         auto job = [&](int g, int thread) {
             const int whole_cache[1] = {0};  // one block of seq_len positions: position j is row j
             m_.attend(q_, keys, values, whole_cache, c_.seq_len, start + 1, g, g + 1,
-                      scores_ + std::int64_t{thread} * scores_per_thread(), att_);
+                      scores_ + std::int64_t{thread} * scores_per_thread(), att_, is_int8 ? &int8 : nullptr);
         };
         m_.pool().run(c_.n_kv_heads, job);
     }
@@ -237,7 +243,7 @@ private:
     // ---- the KV cache in int8 ---------------------------------------------------------------
 
     // Layer l's K (V) rows in fp32 [seq_len, kv_dim]: the cache itself, or with an int8 cache
-    // the one-layer buffer store_and_load_int8 fills.
+    // the one-layer buffer store_int8 fills for prefill.
     float* layer_keys(int l) const {
         return key_cache_ + (m_.options().kv == KvType::int8 ? 0 : std::int64_t{l} * c_.seq_len * c_.kv_dim());
     }
@@ -246,25 +252,27 @@ private:
     }
 
     // The n new rows of layer l (in the fp32 buffer, rotated) go into the int8 store, one scale
-    // per KV head and row (quantize_kv_row); then rows 0 .. start+n-1 of layer l come back
-    // dequantized into the buffer, the new ones included, for attention to read: what the
-    // reference's int8 KVCache holds. Threads split the rows.
-    void store_and_load_int8(int l, int start, int n) {
+    // per KV head and row (quantize_kv_row). Decode attention reads the store itself; prefill
+    // attention (n > 1) reads fp32, so rows 0 .. start+n-1 of layer l then come back dequantized
+    // into the buffer, the new ones included: what the reference's int8 KVCache holds. Threads
+    // split the rows.
+    void store_int8(int l, int start, int n) {
         const int kv_dim = c_.kv_dim(), g = c_.n_kv_heads, hd = c_.head_dim();
         const std::int64_t base = std::int64_t{l} * c_.seq_len;
+        auto store = [&](int r) {  // buffer row r -> the int8 store
+            const std::int64_t row = base + r;
+            quantize_kv_row(key_cache_ + std::int64_t{r} * kv_dim, g, hd, key_q_.data() + row * kv_dim, key_scales_.data() + row * g);
+            quantize_kv_row(value_cache_ + std::int64_t{r} * kv_dim, g, hd, value_q_.data() + row * kv_dim, value_scales_.data() + row * g);
+        };
+        if (n == 1) return store(start);  // decode
         const int total = start + n, T = m_.threads();
         auto job = [&](int part, int) {
             const int r0 = static_cast<int>(std::int64_t{total} * part / T), r1 = static_cast<int>(std::int64_t{total} * (part + 1) / T);
             for (int r = r0; r < r1; ++r) {
                 const std::int64_t row = base + r;
-                float* k = key_cache_ + std::int64_t{r} * kv_dim;
-                float* v = value_cache_ + std::int64_t{r} * kv_dim;
-                if (r >= start) {
-                    quantize_kv_row(k, g, hd, key_q_.data() + row * kv_dim, key_scales_.data() + row * g);
-                    quantize_kv_row(v, g, hd, value_q_.data() + row * kv_dim, value_scales_.data() + row * g);
-                }
-                dequantize_kv_row(key_q_.data() + row * kv_dim, key_scales_.data() + row * g, g, hd, k);
-                dequantize_kv_row(value_q_.data() + row * kv_dim, value_scales_.data() + row * g, g, hd, v);
+                if (r >= start) store(r);
+                dequantize_kv_row(key_q_.data() + row * kv_dim, key_scales_.data() + row * g, g, hd, key_cache_ + std::int64_t{r} * kv_dim);
+                dequantize_kv_row(value_q_.data() + row * kv_dim, value_scales_.data() + row * g, g, hd, value_cache_ + std::int64_t{r} * kv_dim);
             }
         };
         m_.pool().run(T, job);
@@ -293,7 +301,7 @@ private:
                 m_.rope(q_ + std::int64_t{t} * dim, c_.n_heads, start + t);
                 m_.rope(k_rows + std::int64_t{t} * kv_dim, c_.n_kv_heads, start + t);
             }
-            if (m_.options().kv == KvType::int8) store_and_load_int8(l, start, n);
+            if (m_.options().kv == KvType::int8) store_int8(l, start, n);
             attention(l, n, start);
             m_.finish_layer(w, att_, x_, xn_, gate_, up_, n);  // x += att Woᵀ, then the MLP
         }

@@ -27,6 +27,11 @@ struct Kernels {
     // out[j] = scale · (q · rows[j]);   y += Σ_j a[j] · rows[j] in order of j
     void (*dot_rows)(const float* q, const float* rows, long ld, int n_rows, int n, float scale, float* out);
     void (*add_rows)(float* y, const float* a, const float* rows, long ld, int n_rows, int n);
+    // the same over an int8 KV cache: row j stands for s[j·lds] · rows[j]
+    void (*dot_rows_int8)(const float* q, const std::int8_t* rows, long ld, const float* s, long lds, int n_rows,
+                          int n, float scale, float* out);
+    void (*add_rows_int8)(float* y, const float* a, const std::int8_t* rows, long ld, const float* s, long lds,
+                          int n_rows, int n);
     void (*softmax)(float* x, int n);
     void (*silu_mul)(float* gate, const float* up, int n);
     // prefill attention, m ≤ 4 query rows: S = scale · Q Kᵀ (keys given transposed), O = P V
@@ -55,6 +60,7 @@ inline bool cpu_has_avx512() {
 
 inline Kernels portable_kernels() {
     return {"portable", portable::matvec, portable::matmul, portable::dot_rows, portable::add_rows,
+            portable::dot_rows_int8, portable::add_rows_int8,
             portable::softmax, portable::silu_mul, portable::attention_scores, portable::attention_mix,
             portable::exp_shift};
 }
@@ -64,6 +70,7 @@ inline Kernels best_kernels() {
     static_assert(avx512::kChunk * kPanel == kScratchFloats);
     if (cpu_has_avx512())
         return {"avx512", avx512::matvec, avx512::matmul, avx512::dot_rows, avx512::add_rows,
+                avx512::dot_rows_int8, avx512::add_rows_int8,
                 avx512::softmax, avx512::silu_mul, avx512::attention_scores, avx512::attention_mix,
                 avx512::exp_shift};
 #endif

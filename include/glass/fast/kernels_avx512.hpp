@@ -142,7 +142,7 @@ GLASS_AVX512 inline void matvec(const PackedMatrix& w, const float* x, float* y,
             const std::int64_t block_bytes = q4 ? kQ4BlockBytes : kQ8BlockBytes;
             for (int b = 0; b < w.q8_blocks(); ++b) {
                 const unsigned char* block = panel + b * block_bytes;
-                const int k0 = b * kQ8Block, n = std::min(kQ8Block, cols - k0);
+                const int k0 = b * kQuantBlock, n = std::min(kQuantBlock, cols - k0);
                 __m512 b_lo0 = _mm512_setzero_ps(), b_hi0 = b_lo0, b_lo1 = b_lo0, b_hi1 = b_lo0;
                 __m512 w_lo0, w_hi0, w_lo1, w_hi1;
                 int kk = 0;
@@ -216,14 +216,14 @@ GLASS_AVX512 inline void matmul_tile(const float* x, const float* chunk, int kc,
 // bf16 and Q8_0 this is done once per chunk and then reused by every token of the prompt.
 GLASS_AVX512 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc, float* chunk) {
     const unsigned char* panel = w.panel(p);
-    if (w.type == WeightType::q8_0 || w.type == WeightType::q4_0) {  // k0: a multiple of 32 (kChunk is)
+    if (is_quantized(w.type)) {  // k0: a multiple of 32 (kChunk is)
         const bool q4 = w.type == WeightType::q4_0;
         const std::int64_t block_bytes = q4 ? kQ4BlockBytes : kQ8BlockBytes;
         for (int k = 0; k < kc; ++k) {
-            const unsigned char* block = panel + (k0 + k) / kQ8Block * block_bytes;
+            const unsigned char* block = panel + (k0 + k) / kQuantBlock * block_bytes;
             const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
             __m512 q_lo, q_hi;
-            widen_block_input(q4, block, (k0 + k) % kQ8Block, q_lo, q_hi);
+            widen_block_input(q4, block, (k0 + k) % kQuantBlock, q_lo, q_hi);
             _mm512_store_ps(chunk + k * 32, _mm512_mul_ps(q_lo, widen_fp16(scales)));
             _mm512_store_ps(chunk + k * 32 + 16, _mm512_mul_ps(q_hi, widen_fp16(scales + 16)));
         }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "glass/fast/packed_weights.hpp"
 #include "glass/fast/token_tiles.hpp"
@@ -83,6 +84,23 @@ inline void dot_rows(const float* q, const float* rows, long ld, int n_rows, int
 // y += Σ_j a[j] · rows[j], j in order
 inline void add_rows(float* y, const float* a, const float* rows, long ld, int n_rows, int n) {
     for (int j = 0; j < n_rows; ++j) axpy(y, a[j], rows + j * ld, n);
+}
+
+// The same over int8 rows (an int8 KV cache): row j stands for s[j·lds] · rows[j].
+inline void dot_rows_int8(const float* q, const std::int8_t* rows, long ld, const float* s, long lds, int n_rows,
+                          int n, float scale, float* out) {
+    for (int j = 0; j < n_rows; ++j) {
+        float acc = 0.0f;
+        for (int i = 0; i < n; ++i) acc += q[i] * static_cast<float>(rows[j * ld + i]);
+        out[j] = acc * (s[j * lds] * scale);
+    }
+}
+inline void add_rows_int8(float* y, const float* a, const std::int8_t* rows, long ld, const float* s, long lds,
+                          int n_rows, int n) {
+    for (int j = 0; j < n_rows; ++j) {
+        const float w = a[j] * s[j * lds];
+        for (int i = 0; i < n; ++i) y[i] += w * static_cast<float>(rows[j * ld + i]);
+    }
 }
 
 inline void softmax(float* x, int n) {

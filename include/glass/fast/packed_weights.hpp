@@ -63,10 +63,16 @@ inline WeightType weight_type_from_string(const std::string& s) {
     fail("unknown weight precision '", s, "' (fp32, fp16, bf16, q8, q4)");
 }
 
+/// q8_0 / q4_0 are quantize.hpp's formats (QuantFormat) in the panel layout.
+inline bool is_quantized(WeightType t) { return t == WeightType::q8_0 || t == WeightType::q4_0; }
+inline QuantFormat quant_format_of(WeightType t) {
+    if (!is_quantized(t)) fail("weight precision ", to_string(t), " is not a quantization format");
+    return t == WeightType::q8_0 ? QuantFormat::q8_0 : QuantFormat::q4_0;
+}
+
 constexpr int kPanel = 32;        // rows per panel = fp32 lanes in two AVX-512 registers
-constexpr int kQ8Block = kQuantBlock;  // inputs per Q8_0 / Q4_0 block
-constexpr int kQ8BlockBytes = kPanel * 2 + kQ8Block * kPanel;      // scales + int8 values = 1088
-constexpr int kQ4BlockBytes = kPanel * 2 + kQ8Block * kPanel / 2;  // scales + 4-bit values = 576
+constexpr int kQ8BlockBytes = kPanel * 2 + kQuantBlock * kPanel;     // scales + int8 values = 1088
+constexpr int kQ4BlockBytes = kPanel * 2 + kQuantBlock * kPanel / 2;  // scales + 4-bit values = 576
 
 // fp16/bf16 conversions: glass/half.hpp (one definition for the reference, the fast path and
 // the CUDA emulator).
@@ -82,7 +88,7 @@ struct PackedMatrix {
     const unsigned char* data = nullptr;
 
     int panels() const { return (rows + kPanel - 1) / kPanel; }
-    int q8_blocks() const { return (cols + kQ8Block - 1) / kQ8Block; }
+    int q8_blocks() const { return (cols + kQuantBlock - 1) / kQuantBlock; }
     // Bytes of one panel; panels follow each other.
     std::int64_t panel_bytes() const {
         switch (type) {
@@ -114,17 +120,17 @@ struct PackedMatrix {
                 return type == WeightType::fp16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
             }
             case WeightType::q8_0: {
-                const unsigned char* block = base + std::int64_t{k / kQ8Block} * kQ8BlockBytes;
+                const unsigned char* block = base + std::int64_t{k / kQuantBlock} * kQ8BlockBytes;
                 std::uint16_t scale;
                 std::memcpy(&scale, block + lane * 2, 2);
-                const auto q = static_cast<std::int8_t>(block[kPanel * 2 + (k % kQ8Block) * kPanel + lane]);
+                const auto q = static_cast<std::int8_t>(block[kPanel * 2 + (k % kQuantBlock) * kPanel + lane]);
                 return fp16_to_fp32(scale) * static_cast<float>(q);
             }
             case WeightType::q4_0: {
-                const unsigned char* block = base + std::int64_t{k / kQ8Block} * kQ4BlockBytes;
+                const unsigned char* block = base + std::int64_t{k / kQuantBlock} * kQ4BlockBytes;
                 std::uint16_t scale;
                 std::memcpy(&scale, block + lane * 2, 2);
-                const unsigned char byte = block[kPanel * 2 + (k % kQ8Block) * (kPanel / 2) + lane % 16];
+                const unsigned char byte = block[kPanel * 2 + (k % kQuantBlock) * (kPanel / 2) + lane % 16];
                 const int q = (lane < 16 ? byte & 0x0F : byte >> 4) - 8;
                 return fp16_to_fp32(scale) * static_cast<float>(q);
             }
@@ -151,10 +157,10 @@ inline PackedMatrix pack_matrix(const float* w, int rows, int cols, WeightType t
     m.cols = cols;
     m.type = type;
     m.data = dest;
-    if (type == WeightType::q8_0 || type == WeightType::q4_0) {
+    if (is_quantized(type)) {
         // The reference's integers and scales (quantize.hpp), copied into the panel layout.
         const bool q8 = type == WeightType::q8_0;
-        const QuantizedMatrix qm = quantize(w, rows, cols, q8 ? QuantFormat::q8_0 : QuantFormat::q4_0);
+        const QuantizedMatrix qm = quantize(w, rows, cols, quant_format_of(type));
         const int block_bytes = q8 ? kQ8BlockBytes : kQ4BlockBytes;
         for (int r = 0; r < rows; ++r) {
             unsigned char* base = dest + m.panel_bytes() * (r / kPanel);
@@ -162,24 +168,17 @@ inline PackedMatrix pack_matrix(const float* w, int rows, int cols, WeightType t
             for (int b = 0; b < m.q8_blocks(); ++b) {
                 unsigned char* block = base + std::int64_t{b} * block_bytes;
                 std::memcpy(block + lane * 2, &qm.scales[std::size_t(r) * qm.blocks() + b], 2);
-                const int k0 = b * kQ8Block, k1 = std::min(cols, k0 + kQ8Block);
+                const int k0 = b * kQuantBlock, k1 = std::min(cols, k0 + kQuantBlock);
                 for (int k = k0; k < k1; ++k) {
                     const int q = qm.q(r, k);
-                    if (q8) {
+                    if (q8)
                         block[kPanel * 2 + (k - k0) * kPanel + lane] = static_cast<unsigned char>(static_cast<std::int8_t>(q));
-                    } else {
-                        unsigned char& byte = block[kPanel * 2 + (k - k0) * (kPanel / 2) + lane % 16];
-                        const auto nibble = static_cast<unsigned char>(q + 8);
-                        byte = lane < 16 ? static_cast<unsigned char>((byte & 0xF0) | nibble)
-                                         : static_cast<unsigned char>((byte & 0x0F) | (nibble << 4));
-                    }
+                    else
+                        set_nibble(block[kPanel * 2 + (k - k0) * (kPanel / 2) + lane % 16], lane >= 16, q);
                 }
-                if (!q8)  // inputs past the end of the row: q = 0, stored as 8, like the reference
-                    for (int k = k1; k < k0 + kQ8Block; ++k) {
-                        unsigned char& byte = block[kPanel * 2 + (k - k0) * (kPanel / 2) + lane % 16];
-                        byte = lane < 16 ? static_cast<unsigned char>((byte & 0xF0) | 8)
-                                         : static_cast<unsigned char>((byte & 0x0F) | (8 << 4));
-                    }
+                if (!q8)  // inputs past the end of the row: q = 0 (stored as 8), like the reference
+                    for (int k = k1; k < k0 + kQuantBlock; ++k)
+                        set_nibble(block[kPanel * 2 + (k - k0) * (kPanel / 2) + lane % 16], lane >= 16, 0);
             }
         }
         return m;
