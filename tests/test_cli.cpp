@@ -215,6 +215,18 @@ TEST_CASE("cli: a bad --kv is a usage error (exit 2) in every command that takes
     CHECK(expect_error("generate -p hi --device cuda --kv int8", {"--kv int8 runs on the CPU"}).exit_code == 2);
 }
 
+TEST_CASE("cli: --activations takes fp32 or int8, and int8 only with q8/q4 weights (and without --draft)") {
+    for (const char* command : {"generate -p hi --precision q4", "bench -m x --precision q4"}) {
+        CAPTURE(command);
+        CHECK(expect_error(std::string(command) + " --activations int4", {"--activations must be fp32 or int8, got 'int4'"}).exit_code == 2);
+    }
+    for (const char* command : {"generate -p hi", "generate -p hi --precision bf16", "bench -m x"}) {
+        CAPTURE(command);
+        CHECK(expect_error(std::string(command) + " --activations int8", {"give --precision q8 or q4"}).exit_code == 2);
+    }
+    CHECK(expect_error("generate -p hi --precision q8 --activations int8 --draft ngram", {"--draft", "--activations int8"}).exit_code == 2);
+}
+
 TEST_CASE("cli: unknown command") {
     const test::Run r = expect_error("frobnicate -p hi", {"frobnicate"});
     CHECK(r.exit_code == 2);
@@ -385,7 +397,7 @@ TEST_CASE("cli: tokenize needs exactly one TEXT") {
 
 namespace {
 
-const std::vector<std::string> kCommands = {"generate", "chat", "tokenize", "explain", "bench", "random-model", "loadgen"};
+const std::vector<std::string> kCommands = {"generate", "chat", "tokenize", "explain", "bench", "random-model", "export-gguf", "loadgen"};
 
 // Every flag a usage text (or a README command line) mentions: "-x" or "--word" after a space or
 // an opening bracket, parenthesis or bar.

@@ -152,6 +152,47 @@ TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal t
     CHECK(e_fast[82] == doctest::Approx(std::exp(a[82] - shift)).epsilon(1e-5));
 }
 
+// Int8 activations (FastOptions::int8_activations): decode's x in int8 blocks of 32, times the
+// Q8_0/Q4_0 integers with integer dot products. The products are exact int32 sums, so the VNNI
+// kernel and the plain loop equal quantize.hpp's quantized_dot_int8 up to the order of the fp32
+// additions over blocks (the fp32 tolerance). Rounding x is a real change: y moves by ~0.5 %.
+TEST_CASE("kernels: matvec_int8 (VNNI and plain) equals quantized_dot_int8; rounding x moves y by < 2 %") {
+    const int rows = 77, cols = 300;  // a padded last panel, a partial block of 12
+    const auto w = random_vector(rows * cols, 2), x = random_vector(size_t(cols), 3);
+    const int blocks = (cols + 31) / 32;
+    std::vector<std::int8_t> xq(size_t(blocks) * 32, 99);  // 99: the padding must be written (0)
+    std::vector<float> xs(static_cast<size_t>(blocks));
+    glass::quantize_activations(x.data(), cols, xq.data(), xs.data());
+    CHECK(std::all_of(xq.begin() + cols, xq.end(), [](std::int8_t q) { return q == 0; }));
+    std::vector<std::int32_t> sums(size_t(blocks), 0);
+    for (int i = 0; i < blocks * 32; ++i) sums[size_t(i / 32)] += xq[size_t(i)];
+    const glass::fast::Int8Vector x8{xq.data(), xs.data(), sums.data()};
+    std::vector<glass::fast::Kernels> sets = {glass::fast::portable_kernels()};
+    if (glass::fast::cpu_has_vnni()) sets.push_back(glass::fast::best_kernels());
+    else MESSAGE("no AVX-512 VNNI on this CPU: only the plain matvec_int8 runs");
+    for (WeightType type : {WeightType::q8_0, WeightType::q4_0}) {
+        CAPTURE(glass::fast::to_string(type));
+        std::vector<unsigned char> buf(size_t(glass::fast::packed_bytes(rows, cols, type)), 0);
+        const auto m = glass::fast::pack_matrix(w.data(), rows, cols, type, buf.data());
+        const glass::QuantizedMatrix qm = glass::quantize(w.data(), rows, cols, glass::fast::quant_format_of(type));
+        std::vector<float> want(static_cast<size_t>(rows)), fp32_x(static_cast<size_t>(rows));
+        for (int r = 0; r < rows; ++r) {
+            want[size_t(r)] = 0.5f + glass::quantized_dot_int8(qm, r, xq.data(), xs.data());
+            fp32_x[size_t(r)] = 0.5f + glass::quantized_dot(qm, r, x.data());
+        }
+        for (const auto& k : sets) {
+            CAPTURE(std::string(k.int8_dot));
+            std::vector<float> y(size_t(rows), 0.5f);
+            k.matvec_int8(m, x8, y.data(), 0, m.panels(), true);  // accumulate onto 0.5
+            CHECK(relative_error(y, want) < 1e-5);
+        }
+        const double moved = relative_error(want, fp32_x);
+        MESSAGE((std::string(glass::fast::to_string(type)) + ": int8 x vs fp32 x, relative error " + std::to_string(moved)));
+        CHECK(moved > 1e-4);
+        CHECK(moved < 2e-2);  // each x moves by ≤ dx/2 = max|x_block|/254
+    }
+}
+
 TEST_CASE("kernels: decode attention over a run of cached rows equals the plain loops, and one row at a time bit for bit") {
     if (!glass::fast::cpu_has_avx512()) {
         MESSAGE("no AVX-512 on this CPU: only the portable kernels run");
@@ -184,39 +225,31 @@ TEST_CASE("kernels: decode attention over a run of cached rows equals the plain 
     }
 }
 
-// An int8 KV cache's decode attention reads int8 rows and a scale per (row, KV head); it must
-// compute what the fp32 kernels compute on the values those rows stand for (s · q), as both
-// backends' kernels. Only the place of the multiplication by s differs (once per row instead of
-// per element): fp32 rounding, so the fp32 tolerance applies.
-TEST_CASE("kernels: decode attention over int8 rows equals the fp32 kernels on the rows they stand for") {
-    const auto plain = glass::fast::portable_kernels();
-    for (const bool portable : {true, false}) {
-        if (!portable && !glass::fast::cpu_has_avx512()) continue;
-        const auto k = portable ? plain : glass::fast::best_kernels();
+// An int8 KV cache's decode attention dequantizes runs of rows (one KV head's slice of each) and
+// hands them to the fp32 kernels. The dequantized values must be exactly the reference's
+// (dequantize_kv_row: one fp32 product s · q each), on both kernel sets, for every head_dim tail.
+TEST_CASE("kernels: dequantize_rows gives dequantize_kv_row's values bit for bit") {
+    std::vector<glass::fast::Kernels> sets = {glass::fast::portable_kernels()};
+    if (glass::fast::cpu_has_avx512()) sets.push_back(glass::fast::best_kernels());
+    for (const auto& k : sets)
         for (int hd : {8, 48, 64, 80}) {
-            CAPTURE(portable);
+            CAPTURE(std::string(k.name));
             CAPTURE(hd);
             const int n_rows = 21, G = 3, g = 1;  // rows hold 3 KV heads; head 1 is read
             const long ld = long{G} * hd;
-            const auto x = random_vector(size_t(n_rows * ld), 24), q = random_vector(size_t(hd), 25);
-            const auto p = random_vector(size_t(n_rows), 26);
+            const auto x = random_vector(size_t(n_rows * ld), 24);
             std::vector<std::int8_t> rows(x.size());
-            std::vector<float> scales(size_t(n_rows * G)), stands_for(x.size());
+            std::vector<float> scales(size_t(n_rows * G)), want(x.size());
             for (int r = 0; r < n_rows; ++r) {
                 glass::quantize_kv_row(x.data() + r * ld, G, hd, rows.data() + r * ld, scales.data() + r * G);
-                glass::dequantize_kv_row(rows.data() + r * ld, scales.data() + r * G, G, hd, stands_for.data() + r * ld);
+                glass::dequantize_kv_row(rows.data() + r * ld, scales.data() + r * G, G, hd, want.data() + r * ld);
             }
-            std::vector<float> s_int8(n_rows), s_fp32(n_rows);
-            k.dot_rows_int8(q.data(), rows.data() + g * hd, ld, scales.data() + g, G, n_rows, hd, 0.25f, s_int8.data());
-            plain.dot_rows(q.data(), stands_for.data() + g * hd, ld, n_rows, hd, 0.25f, s_fp32.data());
-            CHECK(relative_error(s_int8, s_fp32) < 1e-5);
-            std::vector<float> y_int8(size_t(hd) + 16, 0.5f), y_fp32 = y_int8;
-            for (int d = hd; d < hd + 16; ++d) y_int8[size_t(d)] = y_fp32[size_t(d)] = 7.0f;  // lanes past hd untouched
-            k.add_rows_int8(y_int8.data(), p.data(), rows.data() + g * hd, ld, scales.data() + g, G, n_rows, hd);
-            plain.add_rows(y_fp32.data(), p.data(), stands_for.data() + g * hd, ld, n_rows, hd);
-            CHECK(relative_error(y_int8, y_fp32) < 1e-5);
+            std::vector<float> got(size_t(n_rows * hd) + 16, 7.0f);  // 7: nothing past the rows is written
+            k.dequantize_rows(rows.data() + g * hd, ld, scales.data() + g, G, n_rows, hd, got.data());
+            for (int r = 0; r < n_rows; ++r)
+                for (int i = 0; i < hd; ++i) REQUIRE(got[size_t(r * hd + i)] == want[size_t(r * ld + g * hd + i)]);
+            CHECK(std::all_of(got.end() - 16, got.end(), [](float v) { return v == 7.0f; }));
         }
-    }
 }
 
 // A NaN key or value must not turn into integers: its head's scale becomes NaN, the dequantized
@@ -381,12 +414,16 @@ TEST_CASE("bad input: token ids and context length are checked before anything c
 }
 
 TEST_CASE("decode allocates nothing: buffers are sized when the session is built") {
-    for (WeightType type : kAllTypes) for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8}) {
+    for (WeightType type : kAllTypes) for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8})
+    for (const bool int8_x : {false, true}) {
         if (kv == glass::KvType::int8 && type != WeightType::fp32) continue;
+        if (int8_x && !glass::fast::is_quantized(type)) continue;
         CAPTURE(glass::fast::to_string(type));
         CAPTURE(glass::to_string(kv));
+        CAPTURE(int8_x);
         glass::fast::FastOptions options{2, type, false, 512};
         options.kv = kv;
+        options.int8_activations = int8_x;
         FastCpuSession fast(test::shipped(), options);
         const std::vector<int> prompt = {1, 403, 407};
         fast.prefill(prompt);
@@ -535,6 +572,36 @@ TEST_CASE("int8 KV cache: FastCpuSession equals CpuSession's int8 cache; a quart
                          glass::Error);
 }
 
+// Int8 activations in a whole session: decode's products (and the logits row after a prefill,
+// one row through the matrix–vector kernel) take x in int8, which moves the logits by about what
+// q8_0's own rounding does (measured below; bound 5e-2, the int8 KV cache's); a session that
+// could not use them (fp32 weights, the paged backend) says so instead of ignoring them.
+TEST_CASE("int8 activations: logits within 5e-2 of fp32 activations; refused where unused") {
+    const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
+    const std::vector<int> next = {376, 298, 315, 421, 395, 317, 426, 338};
+    for (WeightType type : {WeightType::q8_0, WeightType::q4_0})
+        for (const bool portable : {false, true}) {
+            CAPTURE(std::string(glass::fast::to_string(type)));
+            CAPTURE(portable);
+            FastOptions o{2, type, portable, 512};
+            FastCpuSession fp32_x(test::shipped(), o);
+            o.int8_activations = true;
+            FastCpuSession int8_x(test::shipped(), o);
+            CHECK(int8_x.dot_products() == (portable || !glass::fast::cpu_has_vnni() ? "int8 (portable)" : "int8 (avx512-vnni)"));
+            const double worst = worst_error(int8_x, fp32_x, prompt, next);
+            MESSAGE((std::string(glass::fast::to_string(type)) + (portable ? " portable" : "") +
+                     ": logits, int8 x vs fp32 x: " + std::to_string(worst)));
+            CHECK(worst > 1e-6);  // the int8 products really ran
+            CHECK(worst <= 5e-2);
+        }
+    FastOptions bad{1, WeightType::fp32, false, 512};
+    bad.int8_activations = true;
+    CHECK_THROWS_WITH_AS(FastCpuSession(test::shipped(), bad), doctest::Contains("the weights are fp32"), glass::Error);
+    bad.weights = WeightType::q4_0;
+    CHECK_THROWS_WITH_AS(glass::fast::FastPagedBackend(test::shipped(), bad),
+                         doctest::Contains("int8 activations are FastCpuSession's decode only"), glass::Error);
+}
+
 // Greedy generation is the sharpest end-to-end check: one wrong logit anywhere in 256 steps
 // changes the story. fp32 and fp16 reproduce every golden exactly (measured). bf16 and Q8_0
 // may pick the other token where the reference's top two logits are closer than their error:
@@ -610,6 +677,14 @@ TEST_CASE("glass generate --threads/--precision runs the fast path and matches t
         REQUIRE(r.exit_code == 0);
         CHECK(nlohmann::json::parse(r.out.substr(r.out.rfind('{')))["generated_ids"] == want_int8.generated_ids);
     }
+    // --activations int8: the ids of a q4 session with int8 activations built here.
+    glass::fast::FastOptions int8_x{1, WeightType::q4_0, false, 512};
+    int8_x.int8_activations = true;
+    FastCpuSession int8_x_session(test::shipped(), int8_x);
+    const auto want_int8_x = glass::generate(int8_x_session, test::shipped_tok(), golden["prompt"].get<std::string>(), o);
+    const test::Run q4_int8_x = test::run(base + " --threads 1 --precision q4 --activations int8");
+    REQUIRE(q4_int8_x.exit_code == 0);
+    CHECK(nlohmann::json::parse(q4_int8_x.out.substr(q4_int8_x.out.rfind('{')))["generated_ids"] == want_int8_x.generated_ids);
     const test::Run bad_kv = test::run(base + " --kv int4");
     CHECK(bad_kv.exit_code == 2);
     CHECK(bad_kv.err.find("--kv must be fp32 or int8, got 'int4'") != std::string::npos);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "glass/formats/gguf_export.hpp"
 #include "glass/formats/gguf_vocab.hpp"
 #include "glass/formats/hf_loader.hpp"
 #include "test_support.hpp"
@@ -136,5 +137,54 @@ TEST_CASE("byte-level GGUF vocabularies decode what they encode, invalid UTF-8 i
         } else {
             CHECK(bpe->decode_all(bpe->encode(invalid, false, false)) == invalid);
         }
+    }
+}
+
+// glass export-gguf (formats/gguf_export.hpp): llama.cpp reads what glass writes
+// (scripts/llama-cpp-compare runs it). Here: the metadata read back, the tensor count, and ggml's
+// block layouts checked against llama.cpp's dequantization rule, y = d · (q − 8) with the
+// block's first 16 weights in the low nibbles (q4_0), y = d · q (q8_0), on quantize()'s integers.
+TEST_CASE("export-gguf: metadata llama.cpp needs; q8_0/q4_0 blocks in ggml's layout hold quantize()'s weights") {
+    const std::string path = "/tmp/glass_test_export_" + std::to_string(::getpid()) + ".gguf";
+    const test::Run r = test::run(test::bin_dir() + "/glass export-gguf -m " + test::shipped_model() + " -o " + path);
+    REQUIRE(r.exit_code == 0);
+    const glass::GgufFile f = glass::read_gguf_metadata(path);
+    const glass::ModelConfig& c = test::shipped().config;
+    CHECK(f.version == 3);
+    CHECK(f.tensor_count == std::uint64_t(1 + 9 * c.n_layers + 2));
+    CHECK(f.get_string("general.architecture", "") == "llama");
+    CHECK(f.get_int("llama.block_count", 0) == c.n_layers);
+    CHECK(f.get_int("llama.attention.head_count_kv", 0) == c.n_kv_heads);
+    CHECK(f.get_int("llama.feed_forward_length", 0) == c.hidden_dim);
+    const auto& tokens = f.get<std::vector<std::string>>("tokenizer.ggml.tokens");
+    REQUIRE(tokens.size() == size_t(c.vocab_size));
+    CHECK(tokens[3] == "<0x00>");
+    CHECK(tokens[258] == "<0xFF>");
+    std::filesystem::remove(path);
+    // stories260K's hidden_dim 172 is no multiple of 32: q4_0 is refused, naming it.
+    const test::Run q4 = test::run(test::bin_dir() + "/glass export-gguf --type q4_0 -o " + path);
+    CHECK(q4.exit_code == 1);
+    CHECK(q4.err.find("blk.0.ffn_down.weight has rows of 172 numbers") != std::string::npos);
+    CHECK(!std::filesystem::exists(path));  // refused before anything was written
+    CHECK(test::run(test::bin_dir() + "/glass export-gguf --type q5_0 -o " + path).exit_code == 2);
+
+    std::vector<float> w(2 * 64);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37f * float(i)) * (1.0f + float(i % 7));
+    for (const glass::QuantFormat format : {glass::QuantFormat::q8_0, glass::QuantFormat::q4_0}) {
+        CAPTURE(glass::to_string(format));
+        const auto bytes = glass::ggml_quantized_rows(w.data(), 2, 64, format);
+        const glass::QuantizedMatrix want = glass::quantize(w.data(), 2, 64, format);
+        const size_t block = size_t(glass::quant_block_bytes(format));
+        REQUIRE(bytes.size() == 4 * block);
+        for (int r = 0; r < 2; ++r)
+            for (int b = 0; b < 2; ++b) {
+                const std::uint8_t* p = bytes.data() + (size_t(r) * 2 + size_t(b)) * block;
+                const float d = glass::fp16_to_fp32(std::uint16_t(p[0] | p[1] << 8));
+                for (int j = 0; j < 32; ++j) {
+                    const int q = format == glass::QuantFormat::q8_0 ? int(std::int8_t(p[2 + j]))
+                                  : j < 16 ? (p[2 + j] & 0x0F) - 8 : (p[2 + j - 16] >> 4) - 8;
+                    CHECK(d * float(q) == want.at(r, b * 32 + j));
+                }
+            }
     }
 }

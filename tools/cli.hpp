@@ -113,6 +113,16 @@ inline glass::KvType kv_from_flags(const Flags& flags) {
     return glass::kv_type_from_string(name);
 }
 
+// --activations fp32|int8 (default fp32): whether decode rounds its inputs to int8 blocks and
+// multiplies integers (FastOptions::int8_activations), which takes q8 or q4 weights.
+inline bool int8_activations_from_flags(const Flags& flags, const std::string& precision) {
+    const std::string name = flags.get("--activations", "fp32");
+    if (name != "fp32" && name != "int8") throw UsageError("--activations must be fp32 or int8, got '" + name + "'");
+    if (name == "int8" && precision != "q8" && precision != "q8_0" && precision != "q4" && precision != "q4_0")
+        throw UsageError("--activations int8 multiplies q8 or q4 weights' integers: give --precision q8 or q4");
+    return name == "int8";
+}
+
 // A piece shown between quotes with non-printable bytes escaped.
 inline std::string quoted(const std::string& s) {
     std::string out = "\"";
@@ -142,6 +152,7 @@ int cmd_generate(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);         // tools/cmd_bench.cpp (speed issue)
 int cmd_random_model(int argc, char** argv);  // tools/cmd_random_model.cpp
+int cmd_export_gguf(int argc, char** argv);   // tools/cmd_export_gguf.cpp
 int cmd_explain(int argc, char** argv);
 int cmd_serve_bench(int argc, char** argv);  // tools/cmd_serve_bench.cpp
 int cmd_serve(int argc, char** argv);        // tools/cmd_serve.cpp

@@ -1,7 +1,8 @@
 // glass bench — prefill and decode speed of the fast CPU path, as medians of several runs.
 //
 //   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]
-//               [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8] [--probes] [--json]
+//               [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8] [--activations fp32|int8]
+//               [--probes] [--json]
 // (--weights is an older name for --precision, still accepted.)
 // --probes also measures read bandwidth and FMA peak with the same threads and prints the
 // ratios (decode: weight bytes × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak).
@@ -16,7 +17,8 @@ namespace cli {
 
 int cmd_bench(int argc, char** argv) {
     Flags flags("bench", {{"-m", true}, {"--threads", true}, {"--prompt-len", true}, {"--gen", true},
-                          {"--runs", true}, {"--precision", true}, {"--weights", true}, {"--kv", true}, {"--probes", false}, {"--json", false}});
+                          {"--runs", true}, {"--precision", true}, {"--weights", true}, {"--kv", true}, {"--activations", true},
+                          {"--probes", false}, {"--json", false}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     if (!flags.has("-m")) throw UsageError("glass bench needs a model: -m FILE (glass random-model makes one)");
@@ -31,8 +33,10 @@ int cmd_bench(int argc, char** argv) {
     if (runs < 5) throw UsageError("--runs must be ≥ 5 (medians need several runs), got " + std::to_string(runs));
     if (flags.has("--precision") && flags.has("--weights"))
         throw UsageError("--weights is another name for --precision: give one of them");
-    const auto weights = glass::fast::weight_type_from_string(flags.get("--precision", flags.get("--weights", "fp32")));
+    const std::string precision = flags.get("--precision", flags.get("--weights", "fp32"));
+    const auto weights = glass::fast::weight_type_from_string(precision);
     const glass::KvType kv = kv_from_flags(flags);
+    const bool int8_activations = int8_activations_from_flags(flags, precision);
 
     const glass::Model model = glass::load_llama2c_checkpoint(flags.get("-m", ""));
     const glass::ModelConfig& c = model.config;
@@ -41,6 +45,7 @@ int cmd_bench(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     glass::fast::FastOptions options{threads, weights, false, 512};
     options.kv = kv;
+    options.int8_activations = int8_activations;
     glass::fast::FastCpuSession session(model, options);
     const double pack_s = glass::fast::seconds_since(t0);
     const auto speeds = glass::fast::measure_phases(session, prompt_len, gen, runs);
@@ -50,16 +55,17 @@ int cmd_bench(int argc, char** argv) {
     const double flops_per_prompt = glass::fast::prefill_flops(c, prompt_len);
 
     std::printf("model %s: dim %d, hidden %d, %d layers, %d/%d heads, vocab %d | %s weights, %s kernels, "
-                "%d threads (packed in %.1f s)\n",
+                "%s dot products, %d threads (packed in %.1f s)\n",
                 flags.get("-m", "").c_str(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
-                c.vocab_size, glass::fast::to_string(weights), session.kernel_name(), threads, pack_s);
+                c.vocab_size, glass::fast::to_string(weights), session.kernel_name(), session.dot_products().c_str(),
+                threads, pack_s);
     std::printf("prefill (%d tokens): %.1f tokens/s median [%.1f – %.1f] = %.1f GFLOP/s\n", prompt_len,
                 pf.median, pf.min, pf.max, flops_per_prompt * pf.median / prompt_len / 1e9);
     std::printf("decode (%d tokens):  %.2f tokens/s median [%.2f – %.2f] = %.1f GB/s of weights (%.1f MB/token)\n",
                 gen, dc.median, dc.min, dc.max, bytes * dc.median / 1e9, bytes / 1e6);
     nlohmann::json j = {
         {"model", flags.get("-m", "")}, {"threads", threads}, {"precision", glass::fast::to_string(weights)}, {"kv", glass::to_string(options.kv)},
-        {"kernels", session.kernel_name()}, {"prompt_len", prompt_len}, {"gen", gen}, {"runs", runs},
+        {"kernels", session.kernel_name()}, {"dot_products", session.dot_products()}, {"prompt_len", prompt_len}, {"gen", gen}, {"runs", runs},
         {"prefill_tokens_per_s", pf.median}, {"prefill_tokens_per_s_range", {pf.min, pf.max}},
         {"decode_tokens_per_s", dc.median}, {"decode_tokens_per_s_range", {dc.min, dc.max}},
         {"weight_bytes_per_token", session.weight_bytes()},

@@ -23,15 +23,17 @@ namespace {
 //   --device cuda [--precision fp32|fp16|bf16] [--cuda-graph]   the GPU (cuda/); --cuda-graph
 //                                         replays each decode step as one CUDA graph
 //   --kv fp32|int8 (CPU)                  how the KV cache stores keys and values (kv_cache.hpp)
+//   --activations fp32|int8 (CPU, q8/q4)  decode's inputs in int8 blocks, integer dot products
 std::unique_ptr<glass::Session> make_session(const std::string& device, const glass::Model& model,
                                              const std::string& precision, std::optional<int> threads,
-                                             bool cuda_graph, glass::KvType kv) {
+                                             bool cuda_graph, glass::KvType kv, bool int8_activations) {
     if (device == "cpu" && !threads && precision.empty()) return std::make_unique<glass::CpuSession>(model, kv);
     if (device == "cpu") {
         glass::fast::FastOptions options;
         options.threads = threads.value_or(1);
         options.weights = glass::fast::weight_type_from_string(precision.empty() ? "fp32" : precision);
         options.kv = kv;
+        options.int8_activations = int8_activations;
         return std::make_unique<glass::fast::FastCpuSession>(model, options);
     }
 #ifdef GLASS_HAVE_CUDA
@@ -56,7 +58,8 @@ int cmd_generate(int argc, char** argv) {
                              {"--stop", true}, {"--json", false}, {"--roofline", false},
                              {"--device", true}, {"--precision", true}, {"--threads", true},
                              {"--cuda-graph", false}, {"--top-logprobs", true},
-                             {"--draft", true}, {"--draft-k", true}, {"--kv", true}});
+                             {"--draft", true}, {"--draft-k", true}, {"--kv", true},
+                             {"--activations", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -74,6 +77,10 @@ int cmd_generate(int argc, char** argv) {
     const glass::KvType kv = kv_from_flags(flags);
     if (kv == glass::KvType::int8 && device != "cpu")
         throw UsageError("--kv int8 runs on the CPU (the CUDA session's cache is fp32 for now)");
+    const bool int8_activations = int8_activations_from_flags(flags, precision);  // q8/q4 only, so the CPU
+    if (int8_activations && flags.has("--draft"))
+        throw UsageError("--draft checks drafts with a prefill pass, which multiplies fp32 inputs; with "
+                         "--activations int8 its greedy text would not be plain decoding's: drop one of them");
     const auto threads = flags.number<int>("--threads");
     if (threads && device != "cpu") throw UsageError("--threads applies to --device cpu");
     if (threads && (*threads < 1 || *threads > 256))
@@ -118,11 +125,11 @@ int cmd_generate(int argc, char** argv) {
         std::fprintf(stderr, "glass: -n %d leaves no room to generate after a %d-token prompt\n",
                      steps.value_or(256), n_prompt);
 
-    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"), kv);
+    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"), kv, int8_activations);
     std::vector<std::unique_ptr<glass::Model>> draft_models;
     const std::unique_ptr<glass::Drafter> drafter =
         draft_spec.empty() ? nullptr : drafter_factory(draft_spec, model, draft_models, [&](const glass::Model& m) {
-            return make_session(device, m, precision, threads, false, kv);  // the draft runs where the model does
+            return make_session(device, m, precision, threads, false, kv, false);  // the draft runs where the model does
         })();
     std::cout << glass::utf8::sanitize(prompt) << std::flush;
     const auto print = [](std::string_view text) { std::cout << text << std::flush; };

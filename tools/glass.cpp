@@ -15,6 +15,7 @@
 //   glass serve [-m MODEL] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY] [--threads N] ...
 //   glass loadgen --url URL [--clients C] [--requests N] [--stream] [--json] ...
 //   glass random-model --shape NAME -o FILE [--seed S]
+//   glass export-gguf [-m MODEL] [--type f32|q8_0|q4_0] -o FILE.gguf
 //   glass --help | glass COMMAND --help | glass --version
 //
 // Every command's usage text lives in the table below; `glass COMMAND --help` (or -h) prints its
@@ -40,7 +41,7 @@ const Command kCommands[] = {
      "                 [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
      "                 [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda]\n"
      "                 [--precision fp32|fp16|bf16|q8|q4] [--threads N] [--cuda-graph]\n"
-     "                 [--kv fp32|int8]\n"
+     "                 [--kv fp32|int8] [--activations fp32|int8]\n"
      "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]\n"
      "      -n STEPS counts positions including the prompt (as llama2.c's run.c); default 256.\n"
      "      Defaults: the shipped model and tokenizer, temperature 1.0, top-p 0.9 (run.c's),\n"
@@ -49,7 +50,10 @@ const Command kCommands[] = {
      "      model on the GPU (built with CUDA only); --precision sets the weights' storage;\n"
      "      --cuda-graph records one decode step as a CUDA graph and replays it per token.\n"
      "      On the CPU, --threads or --precision selects the fast path (fast/fast_session.hpp)\n"
-     "      instead of the plain reference; q8 (Q8_0 blocks) is CPU-only. --top-logprobs K\n"
+     "      instead of the plain reference; q8 (Q8_0 blocks) is CPU-only. --kv int8 keeps the\n"
+     "      KV cache in int8 (CPU). --activations int8 (with --precision q8 or q4) rounds decode's\n"
+     "      inputs to int8 blocks too and multiplies integers (AVX-512 VNNI where the CPU has\n"
+     "      it). --top-logprobs K\n"
      "      (0..20) adds to the --json record each step's log-probability of the chosen token\n"
      "      and of the K most likely ones (the model's own, temperature 1, before truncation).\n"
      "      --draft: speculative decoding (C15), on every backend: a draft proposes K tokens\n"
@@ -107,9 +111,11 @@ const Command kCommands[] = {
      "      apply to it); --html FILE writes a self-contained attention explorer page.\n"},
     {"bench", cli::cmd_bench,
      "  glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]\n"
-     "              [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8] [--probes] [--json]\n"
+     "              [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8] [--activations fp32|int8]\n"
+     "              [--probes] [--json]\n"
      "      Prefill and decode tokens/s of the fast CPU path (median of R >= 5 runs);\n"
-     "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them.\n"},
+     "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them.\n"
+     "      --activations int8 (q8/q4): decode multiplies int8 inputs by the integer weights.\n"},
     {"serve-bench", cli::cmd_serve_bench,
      "  glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference]\n"
      "                    [--threads N] [--precision fp32|fp16|bf16|q8|q4] [--requests N] [--rate R]\n"
@@ -166,6 +172,11 @@ const Command kCommands[] = {
     {"random-model", cli::cmd_random_model,
      "  glass random-model --shape stories15M|stories110M|tinyllama1b -o FILE [--seed S]\n"
      "      A llama2.c checkpoint of that shape with random weights (for benchmarks).\n"},
+    {"export-gguf", cli::cmd_export_gguf,
+     "  glass export-gguf [-m MODEL] [--type f32|q8_0|q4_0] -o FILE.gguf\n"
+     "      The model as a GGUF file llama.cpp loads (architecture \"llama\", a placeholder\n"
+     "      vocabulary: token ids go in and out unchanged); q8_0 / q4_0 hold glass's own\n"
+     "      integers and scales (rows must be a multiple of 32 long). Default type f32.\n"},
 };
 
 std::string command_names() {

@@ -33,6 +33,7 @@
 #include "glass/formats/hf_loader.hpp"
 #include "glass/formats/gguf.hpp"
 #include "glass/formats/gguf_vocab.hpp"
+#include "glass/formats/gguf_export.hpp"
 #include "glass/formats/bpe_train_file.hpp"
 
 // 2.-6. The forward pass, stage by stage, then assembled.
@@ -55,6 +56,7 @@
 #include "glass/generate.hpp"       // 6-8. the loop: prefill once, decode until done
 #include "glass/speculative.hpp"    // the loop with a drafter: k guesses, one target pass checks them
 #include "glass/half.hpp"           // 16-bit floats (fp16, bf16)
+#include "glass/int8.hpp"           // int8 with one scale per group (KV cache rows, activations)
 #include "glass/quantize.hpp"       // weights in 8 or 4 bits, blocks of 32 with one scale (C14)
 
 // Serving many requests at once: requests, the block pool with its prefix cache, the scheduler,

@@ -23,12 +23,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "glass/config.hpp"
 #include "glass/errors.hpp"
+#include "glass/int8.hpp"
 #include "glass/memory_budget.hpp"
 #include "glass/tensor.hpp"
 
@@ -50,29 +50,14 @@ inline std::int64_t kv_bytes_per_token(const ModelConfig& c, KvType t) {
     return std::int64_t{2} * c.n_layers * c.n_kv_heads * (c.head_dim() + 4);
 }
 
-/// One KV head's slice of a row [head_dim] -> its scale s = max |x| / 127. A slice holding NaN or
-/// ±inf gets s = NaN, so it dequantizes to NaN and reaches the logits as NaN (which generation
-/// refuses, naming it) — as an fp32 cache would pass it on — instead of becoming integers.
-inline float kv_head_scale(const float* x, int head_dim) {
-    float amax = 0.0f;
-    for (int i = 0; i < head_dim; ++i) {
-        if (!std::isfinite(x[i])) return std::numeric_limits<float>::quiet_NaN();
-        amax = std::max(amax, std::fabs(x[i]));
-    }
-    return amax / 127.0f;
-}
-/// x -> round(x / s) in [-127, 127]; 0 when s is 0 (an all-zero slice) or NaN.
-inline std::int8_t kv_quant(float x, float s) {
-    return static_cast<std::int8_t>(s > 0 ? std::clamp(std::nearbyint(x / s), -127.0f, 127.0f) : 0.0f);
-}
-
 /// One cached row x [n_kv_heads · head_dim] -> int8 q [same] and one scale per KV head
-/// (scales [n_kv_heads]): s_g = max |x_g| / 127, q = round(x / s_g). Error ≤ s_g / 2.
+/// (scales [n_kv_heads]): s_g = max |x_g| / 127, q = round(x / s_g). Error ≤ s_g / 2. A head
+/// slice holding NaN or inf gets s_g = NaN (int8.hpp), so NaN reaches the logits check.
 inline void quantize_kv_row(const float* x, int n_kv_heads, int head_dim, std::int8_t* q, float* scales) {
     for (int g = 0; g < n_kv_heads; ++g) {
         const std::int64_t at = std::int64_t{g} * head_dim;
-        scales[g] = kv_head_scale(x + at, head_dim);
-        for (int i = 0; i < head_dim; ++i) q[at + i] = kv_quant(x[at + i], scales[g]);
+        scales[g] = int8_scale(x + at, head_dim);
+        for (int i = 0; i < head_dim; ++i) q[at + i] = to_int8(x[at + i], scales[g]);
     }
 }
 /// The row back: x'[g·head_dim + i] = s_g · q.
@@ -87,8 +72,8 @@ inline void dequantize_kv_row(const std::int8_t* q, const float* scales, int n_k
 inline void round_kv_row_to_int8(float* x, int n_kv_heads, int head_dim) {
     for (int g = 0; g < n_kv_heads; ++g) {
         float* xg = x + std::int64_t{g} * head_dim;
-        const float s = kv_head_scale(xg, head_dim);
-        for (int i = 0; i < head_dim; ++i) xg[i] = s * static_cast<float>(kv_quant(xg[i], s));
+        const float s = int8_scale(xg, head_dim);
+        for (int i = 0; i < head_dim; ++i) xg[i] = s * static_cast<float>(to_int8(xg[i], s));
     }
 }
 

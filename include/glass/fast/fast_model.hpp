@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstring>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -48,17 +49,21 @@ struct FastOptions {
     int prefill_chunk = 512;        // FastCpuSession: prompt positions per pass (bounds its buffers)
     bool flash_attention = true;    // FastCpuSession: prefill attention tile by tile (fast_flash_attention.hpp); false: score rows
     KvType kv = KvType::fp32;       // FastCpuSession: the KV cache in fp32, or int8 (kv_cache.hpp)
+    bool int8_activations = false;  // q8/q4 decode: x in int8 blocks too, integer dot products (matvec_int8)
 };
 
 /// An int8 KV cache's rows as attend reads them (kv_cache.hpp's KvType::int8): keys and values
 /// [rows, kv_dim] int8 and their scales [rows, n_kv_heads]; row r of KV head g stands for
-/// scales[r · n_kv_heads + g] · q.
+/// scales[r · n_kv_heads + g] · q. `scratch` [kInt8Run · head_dim] floats (one per thread) holds
+/// a run of rows dequantized.
 struct Int8Rows {
     const std::int8_t* keys;
     const float* key_scales;
     const std::int8_t* values;
     const float* value_scales;
+    float* scratch;
 };
+constexpr int kInt8Run = 32;  // int8 rows dequantized at a time: 8 KB at head_dim 64, stays in L1
 
 /// Which kernel multiplies a single row (n = 1) in run_products.
 enum class SingleRow {
@@ -78,6 +83,14 @@ public:
         : model_(model), c_(model.config), options_(options), single_row_(single_row),
           pool_(options.threads), k_(options.portable_kernels ? portable_kernels() : best_kernels()) {
         if (options.prefill_chunk < 1) fail("prefill chunk ", options.prefill_chunk, " must be ≥ 1");
+        if (options.int8_activations && !is_quantized(options.weights))
+            fail("int8 activations multiply q8 or q4 weights' integers; the weights are ", to_string(options.weights));
+        if (options.int8_activations) {  // room for the widest input, in int8 blocks of 32
+            const int blocks = (std::max(c_.dim, c_.hidden_dim) + kQuantBlock - 1) / kQuantBlock;
+            x_q_.resize(static_cast<size_t>(blocks) * kQuantBlock);
+            x_scales_.resize(static_cast<size_t>(blocks));
+            x_sums_.resize(static_cast<size_t>(blocks));
+        }
         pack_weights();
         tabulate_rope();
     }
@@ -93,6 +106,8 @@ public:
     const Kernels& kernels() const { return k_; }
     int threads() const { return pool_.size(); }
     const char* kernel_name() const { return k_.name; }
+    // The dot products decode runs: "fp32", or with int8 activations "int8 (avx512-vnni)" etc.
+    std::string dot_products() const { return options_.int8_activations ? std::string("int8 (") + k_.int8_dot + ")" : "fp32"; }
 
     // ---- products ---------------------------------------------------------------------------
 
@@ -134,6 +149,10 @@ public:
             total += (products[i].w->panels() + per - 1) / per;
         }
         const bool matvec = n == 1 && single_row_ == SingleRow::matvec;
+        // With int8 activations decode's x goes into int8 blocks once, shared by every thread.
+        const bool int8 = matvec && options_.int8_activations;
+        if (int8) quantize_input(products[0].x, products[0].w->cols);
+        const Int8Vector x8{x_q_.data(), x_scales_.data(), x_sums_.data()};
         // One row needs no regrouping: a tile of one token, [cols][1], is the row itself.
         const float* xp = packed_x_;
         if (n == 1) {
@@ -145,7 +164,9 @@ public:
         }
         auto multiply = [&](const Product& p, int p0, int p1, int thread) {
             p1 = std::min(p1, p.w->panels());
-            if (matvec)
+            if (int8)
+                k_.matvec_int8(*p.w, x8, p.y, p0, p1, p.accumulate);
+            else if (matvec)
                 k_.matvec(*p.w, p.x, p.y, p0, p1, p.accumulate);
             else
                 k_.matmul(*p.w, xp, n, p.y, p.ldy, p0, p1, p.accumulate, scratch_ + std::int64_t{thread} * kScratchFloats);
@@ -214,51 +235,67 @@ public:
 
     // One query row's attention for the query heads of KV heads [g0, g1), over positions
     // 0 .. visible-1 of one sequence whose cache rows come in blocks: position j is row
-    //   table[j / block_size] · block_size + j % block_size   of `keys` and `values` [rows, kv_dim]
-    // (or, given `int8`, of an int8 cache's rows and scales; keys and values are then unused).
+    //   table[j / block_size] · block_size + j % block_size   of `keys` and `values` [rows, kv_dim].
     // For each query head h (of KV head g = h / group):
     //   s_j = q_h · k_j,g · scale;  p = softmax(s);  out_h = Σ_j p_j · v_j,g   (in order of j)
-    // Block by block (a block's rows are contiguous), every head of the range in turn, each head
-    // one kernel call per block. Each head's sums run in the same order whatever the range, the
-    // block size or the other rows: only its numbers count.
+    // Block by block (a block's rows are contiguous), each KV head, each of its query heads in
+    // turn, one kernel call per block. Each head's sums run in the same order whatever the
+    // range, the block size or the other rows: only its numbers count.
+    // Given `int8` (an int8 cache; keys and values are then unused), a block's rows of KV head g
+    // are dequantized kInt8Run at a time into int8->scratch (the values s · q the reference's
+    // int8 cache holds), once for all the group's query heads, which then read them in fp32.
     // q, out: the row's [heads · head_dim]; scores: [heads in the range][visible].
     void attend(const float* q, const float* keys, const float* values, const int* table, int block_size,
                 int visible, int g0, int g1, float* scores, float* out, const Int8Rows* int8 = nullptr) const {
         const int hd = c_.head_dim(), kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head(), G = c_.n_kv_heads;
-        const int h0 = g0 * group, h1 = g1 * group;
+        const int h0 = g0 * group;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        // Calls f(first position, positions, the first one's row) for every block.
-        auto each_block = [&](auto&& f) {
-            for (int b = 0, j0 = 0; j0 < visible; ++b, j0 += block_size)
-                f(j0, std::min(block_size, visible - j0), std::int64_t{table[b]} * block_size);
+        // Calls f(first position, positions, their rows, KV head g) for every run of rows: a block,
+        // cut into runs of kInt8Run with an int8 cache. f gets the rows in fp32 and their stride.
+        auto each_run = [&](const float* cache, const std::int8_t* cache_q, const float* cache_scales, auto&& f) {
+            for (int b = 0, j0 = 0; j0 < visible; ++b, j0 += block_size) {
+                const int m = std::min(block_size, visible - j0);
+                const std::int64_t row0 = std::int64_t{table[b]} * block_size;
+                for (int g = g0; g < g1; ++g)
+                    for (int r0 = 0; r0 < m; r0 += int8 ? kInt8Run : m) {
+                        const int n = int8 ? std::min(kInt8Run, m - r0) : m;
+                        const std::int64_t row = row0 + r0, at = row * kv_dim + std::int64_t{g} * hd;
+                        if (!int8) {
+                            f(j0 + r0, n, cache + at, long{kv_dim}, g);
+                            continue;
+                        }
+                        k_.dequantize_rows(cache_q + at, kv_dim, cache_scales + row * G + g, G, n, hd, int8->scratch);
+                        f(j0 + r0, n, static_cast<const float*>(int8->scratch), long{hd}, g);
+                    }
+            }
         };
-        auto at = [&](std::int64_t row, int h) { return row * kv_dim + std::int64_t{h / group} * hd; };  // its KV head
-        auto scale_at = [&](std::int64_t row, int h) { return row * G + h / group; };
-        each_block([&](int j0, int m, std::int64_t row) {
-            for (int h = h0; h < h1; ++h) {
-                float* s = scores + std::int64_t{h - h0} * visible + j0;
-                if (int8)
-                    k_.dot_rows_int8(q + std::int64_t{h} * hd, int8->keys + at(row, h), kv_dim,
-                                     int8->key_scales + scale_at(row, h), G, m, hd, scale, s);
-                else
-                    k_.dot_rows(q + std::int64_t{h} * hd, keys + at(row, h), kv_dim, m, hd, scale, s);
-            }
-        });
-        for (int h = h0; h < h1; ++h) k_.softmax(scores + std::int64_t{h - h0} * visible, visible);
-        std::memset(out + std::int64_t{h0} * hd, 0, sizeof(float) * static_cast<size_t>((h1 - h0) * hd));
-        each_block([&](int j0, int m, std::int64_t row) {
-            for (int h = h0; h < h1; ++h) {
-                const float* p = scores + std::int64_t{h - h0} * visible + j0;
-                if (int8)
-                    k_.add_rows_int8(out + std::int64_t{h} * hd, p, int8->values + at(row, h), kv_dim,
-                                     int8->value_scales + scale_at(row, h), G, m, hd);
-                else
-                    k_.add_rows(out + std::int64_t{h} * hd, p, values + at(row, h), kv_dim, m, hd);
-            }
-        });
+        each_run(keys, int8 ? int8->keys : nullptr, int8 ? int8->key_scales : nullptr,
+                 [&](int j0, int n, const float* rows, long ld, int g) {
+                     for (int h = g * group; h < (g + 1) * group; ++h)
+                         k_.dot_rows(q + std::int64_t{h} * hd, rows, ld, n, hd, scale,
+                                     scores + std::int64_t{h - h0} * visible + j0);
+                 });
+        for (int h = h0; h < g1 * group; ++h) k_.softmax(scores + std::int64_t{h - h0} * visible, visible);
+        std::memset(out + std::int64_t{h0} * hd, 0, sizeof(float) * static_cast<size_t>((g1 - g0) * group * hd));
+        each_run(values, int8 ? int8->values : nullptr, int8 ? int8->value_scales : nullptr,
+                 [&](int j0, int n, const float* rows, long ld, int g) {
+                     for (int h = g * group; h < (g + 1) * group; ++h)
+                         k_.add_rows(out + std::int64_t{h} * hd, scores + std::int64_t{h - h0} * visible + j0, rows, ld,
+                                     n, hd);
+                 });
     }
 
 private:
+    // x [cols] -> x_q_, x_scales_ (quantize.hpp's quantize_activations) and each block's Σ q.
+    void quantize_input(const float* x, int cols) {
+        quantize_activations(x, cols, x_q_.data(), x_scales_.data());
+        for (int b = 0; b * kQuantBlock < cols; ++b) {
+            std::int32_t sum = 0;
+            for (int i = 0; i < kQuantBlock; ++i) sum += x_q_[static_cast<size_t>(b * kQuantBlock + i)];
+            x_sums_[static_cast<size_t>(b)] = sum;
+        }
+    }
+
     static int panels_per_item(const PackedMatrix& w) {
         return static_cast<int>(std::max<std::int64_t>(1, (std::int64_t{1} << 20) / w.panel_bytes()));
     }
@@ -328,6 +365,9 @@ private:
     int reserved_rows_ = 0;
     float* scratch_ = nullptr;   // [threads][kScratchFloats]: one unpacked weight chunk each
     float* packed_x_ = nullptr;  // [rows · max(dim, hidden)]: a product's input in token tiles
+    std::vector<std::int8_t> x_q_;      // int8 activations: decode's x in blocks of 32 [blocks · 32]
+    std::vector<float> x_scales_;       // [blocks]
+    std::vector<std::int32_t> x_sums_;  // [blocks] Σ q per block (matvec_int8's offset correction)
 };
 
 }  // namespace glass::fast

@@ -56,6 +56,8 @@ public:
           scores_(scores_floats(m_.threads(), c_)) {
         if (options.kv != KvType::fp32)
             fail("the fast paged backend keeps its KV pool in fp32; an int8 KV cache is FastCpuSession's only, for now");
+        if (options.int8_activations)  // its rows go through the matrix–matrix kernel, fp32 only
+            fail("the fast paged backend multiplies in fp32; int8 activations are FastCpuSession's decode only, for now");
     }
 
     const ModelConfig& config() const override { return c_; }

@@ -22,8 +22,9 @@
 ///  4. Buffers (activations, KV cache, RoPE angles) are sized once here: decode allocates
 ///     nothing (tests/test_fast_cpu.cpp counts operator new to prove it). With FastOptions::kv
 ///     int8 the cache keeps int8 rows and a scale per KV head (a quarter of the bytes); decode
-///     attention reads them as they are (the kernels widen them in registers), a prefill pass
-///     dequantizes the layer's rows into one fp32 layer buffer before its attention.
+///     attention dequantizes 32 rows at a time into an L1-sized scratch, once for all the query
+///     heads of a KV head; a prefill pass dequantizes the layer's rows into one fp32 layer buffer
+///     before its attention.
 ///  5. RoPE's cos/sin are tabulated once ([seq_len, head_dim/2]) instead of recomputed with
 ///     pow/cos/sin for every head of every token; attention's exp and the MLP's SiLU use a
 ///     16-lane exp (kernels_avx512_attention.hpp).
@@ -101,6 +102,7 @@ public:
     int threads() const { return m_.threads(); }
     WeightType weight_type() const { return m_.options().weights; }
     const char* kernel_name() const { return m_.kernel_name(); }
+    std::string dot_products() const { return m_.dot_products(); }  // "fp32" or "int8 (avx512-vnni)" ...
 
 private:
     using Product = FastModel::Product;
@@ -145,9 +147,14 @@ private:
         }
     }
 
-    // Prefill: a block of kAttentionRows query rows; decode: the query heads of one KV head.
-    std::int64_t scores_per_thread() const {
+    // Prefill: a block of kAttentionRows query rows; decode: the query heads of one KV head;
+    // then, with an int8 cache, a run of dequantized rows (attend's Int8Rows::scratch).
+    std::int64_t score_floats() const {
         return std::int64_t{std::max(kAttentionRows, c_.heads_per_kv_head())} * c_.seq_len;
+    }
+    std::int64_t scores_per_thread() const {
+        const bool int8 = m_.options().kv == KvType::int8;
+        return (score_floats() + (int8 ? std::int64_t{kInt8Run} * c_.head_dim() : 0) + 15) / 16 * 16;
     }
     std::int64_t keys_t_floats() const {  // Kᵀ [kv_dim][seq_len], or in FlashAttention's key tiles
         if (!m_.options().flash_attention) return std::int64_t{c_.kv_dim()} * c_.seq_len;
@@ -177,15 +184,18 @@ private:
         if (n > 1) return prefill_attention(layer, n, start);
         const float* keys = layer_keys(layer);
         const float* values = layer_values(layer);
-        // With an int8 cache decode reads the int8 rows themselves (the kernels widen them).
+        // With an int8 cache decode reads the int8 store itself, a run of rows at a time
+        // dequantized into the thread's scratch (after its scores).
         const std::int64_t rows = std::int64_t{layer} * c_.seq_len;
-        const Int8Rows int8{key_q_.data() + rows * c_.kv_dim(), key_scales_.data() + rows * c_.n_kv_heads,
-                            value_q_.data() + rows * c_.kv_dim(), value_scales_.data() + rows * c_.n_kv_heads};
         const bool is_int8 = m_.options().kv == KvType::int8;
         auto job = [&](int g, int thread) {
             const int whole_cache[1] = {0};  // one block of seq_len positions: position j is row j
-            m_.attend(q_, keys, values, whole_cache, c_.seq_len, start + 1, g, g + 1,
-                      scores_ + std::int64_t{thread} * scores_per_thread(), att_, is_int8 ? &int8 : nullptr);
+            float* scratch = scores_ + std::int64_t{thread} * scores_per_thread();
+            if (!is_int8) return m_.attend(q_, keys, values, whole_cache, c_.seq_len, start + 1, g, g + 1, scratch, att_);
+            const Int8Rows int8{key_q_.data() + rows * c_.kv_dim(), key_scales_.data() + rows * c_.n_kv_heads,
+                                value_q_.data() + rows * c_.kv_dim(), value_scales_.data() + rows * c_.n_kv_heads,
+                                scratch + score_floats()};
+            m_.attend(q_, keys, values, whole_cache, c_.seq_len, start + 1, g, g + 1, scratch, att_, &int8);
         };
         m_.pool().run(c_.n_kv_heads, job);
     }

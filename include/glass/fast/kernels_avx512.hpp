@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "glass/fast/packed_weights.hpp"
 #include "glass/fast/token_tiles.hpp"
@@ -32,6 +33,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #define GLASS_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+// The integer dot products (vpdpbusd) are AVX-512 VNNI, a separate CPU feature (cpu_has_vnni).
+#define GLASS_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
 
 namespace glass::fast::avx512 {
 
@@ -65,28 +68,36 @@ GLASS_AVX512 inline __m512 widen_bf16(const std::uint16_t* p) {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
-GLASS_AVX512 inline __m512 widen_int8(const unsigned char* p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
-// 16 bytes of Q4_0 (one input, 32 rows): byte i holds row i low, row i + 16 high, each q + 8.
-// lo = the integers q of rows 0..15, hi = those of rows 16..31, in fp32. The 4-bit value is the
-// index into a table of the 16 floats -8 .. 7 (permutexvar reads only the low 4 bits of each
+// Inputs 4g .. 4g+3 of a Q8_0 or Q4_0 block (packed_weights.hpp): their 32 rows' integers as
+// fp32, w[t] = rows 0..15 of input 4g + t and w[4 + t] = rows 16..31 (the block's scales are
+// applied by the caller). The block stores a row's 4 inputs of a group side by side (q8_offset,
+// q4_offset), so one 64-byte load holds the group for 16 rows (Q8_0) or 32 rows (Q4_0), input
+// t in byte t of each 32-bit lane. Q8_0: shift byte t to the top of the lane, then back down
+// with its sign. Q4_0: shift it to the bottom; its low 4 bits (rows 0..15) or the next 4 (rows
+// 16..31) index a table of the 16 floats -8 .. 7 (permutexvar reads only the low 4 bits of each
 // lane), which replaces a mask, a subtraction and an int-to-float conversion per register.
-GLASS_AVX512 inline void widen_int4(const unsigned char* p, __m512& lo, __m512& hi) {
-    const __m512 table = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    lo = _mm512_permutexvar_ps(bytes, table);
-    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
-}
-// Input kk (< 32) of a Q8_0 or Q4_0 block (packed_weights.hpp): its 32 rows' integers as fp32,
-// rows 0..15 in lo and 16..31 in hi (the block's scales are applied by the caller).
-GLASS_AVX512 inline void widen_block_input(bool q4, const unsigned char* block, int kk, __m512& lo, __m512& hi) {
+// (Shift counts are immediates: every call is written out.)
+GLASS_AVX512 inline void widen_group(bool q4, const unsigned char* block, int g, __m512 w[8]) {
     const unsigned char* q = block + kPanel * 2;
     if (q4) {
-        widen_int4(q + kk * (kPanel / 2), lo, hi);
-    } else {
-        lo = widen_int8(q + kk * kPanel);
-        hi = widen_int8(q + kk * kPanel + 16);
+        const __m512 table = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+        const __m512i v = _mm512_loadu_si512(q + g * 64);
+        w[0] = _mm512_permutexvar_ps(v, table);
+        w[4] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+        w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), table);
+        w[5] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), table);
+        w[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 16), table);
+        w[6] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 20), table);
+        w[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 24), table);
+        w[7] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 28), table);
+        return;
+    }
+    for (int half = 0; half < 2; ++half) {  // rows 0..15, then 16..31
+        const __m512i v = _mm512_loadu_si512(q + g * 128 + half * 64);
+        w[4 * half + 0] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24));
+        w[4 * half + 1] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 16), 24));
+        w[4 * half + 2] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 8), 24));
+        w[4 * half + 3] = _mm512_cvtepi32_ps(_mm512_srai_epi32(v, 24));
     }
 }
 
@@ -144,22 +155,23 @@ GLASS_AVX512 inline void matvec(const PackedMatrix& w, const float* x, float* y,
                 const unsigned char* block = panel + b * block_bytes;
                 const int k0 = b * kQuantBlock, n = std::min(kQuantBlock, cols - k0);
                 __m512 b_lo0 = _mm512_setzero_ps(), b_hi0 = b_lo0, b_lo1 = b_lo0, b_hi1 = b_lo0;
-                __m512 w_lo0, w_hi0, w_lo1, w_hi1;
-                int kk = 0;
-                for (; kk + 2 <= n; kk += 2) {
-                    const __m512 x0 = _mm512_set1_ps(x[k0 + kk]), x1 = _mm512_set1_ps(x[k0 + kk + 1]);
-                    widen_block_input(q4, block, kk, w_lo0, w_hi0);
-                    widen_block_input(q4, block, kk + 1, w_lo1, w_hi1);
-                    b_lo0 = _mm512_fmadd_ps(x0, w_lo0, b_lo0);
-                    b_hi0 = _mm512_fmadd_ps(x0, w_hi0, b_hi0);
-                    b_lo1 = _mm512_fmadd_ps(x1, w_lo1, b_lo1);
-                    b_hi1 = _mm512_fmadd_ps(x1, w_hi1, b_hi1);
-                }
-                if (kk < n) {
-                    const __m512 x0 = _mm512_set1_ps(x[k0 + kk]);
-                    widen_block_input(q4, block, kk, w_lo0, w_hi0);
-                    b_lo0 = _mm512_fmadd_ps(x0, w_lo0, b_lo0);
-                    b_hi0 = _mm512_fmadd_ps(x0, w_hi0, b_hi0);
+                __m512 wq[8];
+                for (int g = 0; 4 * g < n; ++g) {  // groups of 4 inputs
+                    widen_group(q4, block, g, wq);
+                    // A row that ends inside the group: its padding inputs (q = 0) meet x = 0,
+                    // and x past the end is not read.
+                    const float* xg = x + k0 + 4 * g;
+                    const int left = n - 4 * g;
+                    const __m512 x0 = _mm512_set1_ps(xg[0]), x1 = _mm512_set1_ps(left > 1 ? xg[1] : 0.0f);
+                    const __m512 x2 = _mm512_set1_ps(left > 2 ? xg[2] : 0.0f), x3 = _mm512_set1_ps(left > 3 ? xg[3] : 0.0f);
+                    b_lo0 = _mm512_fmadd_ps(x0, wq[0], b_lo0);
+                    b_hi0 = _mm512_fmadd_ps(x0, wq[4], b_hi0);
+                    b_lo1 = _mm512_fmadd_ps(x1, wq[1], b_lo1);
+                    b_hi1 = _mm512_fmadd_ps(x1, wq[5], b_hi1);
+                    b_lo0 = _mm512_fmadd_ps(x2, wq[2], b_lo0);
+                    b_hi0 = _mm512_fmadd_ps(x2, wq[6], b_hi0);
+                    b_lo1 = _mm512_fmadd_ps(x3, wq[3], b_lo1);
+                    b_hi1 = _mm512_fmadd_ps(x3, wq[7], b_hi1);
                 }
                 const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
                 lo[0] = _mm512_fmadd_ps(_mm512_add_ps(b_lo0, b_lo1), widen_fp16(scales), lo[0]);
@@ -169,6 +181,63 @@ GLASS_AVX512 inline void matvec(const PackedMatrix& w, const float* x, float* y,
         const __m512 sum_lo = _mm512_add_ps(_mm512_add_ps(lo[0], lo[1]), _mm512_add_ps(lo[2], lo[3]));
         const __m512 sum_hi = _mm512_add_ps(_mm512_add_ps(hi[0], hi[1]), _mm512_add_ps(hi[2], hi[3]));
         store_rows(y + p * kPanel, row_masks(w.rows - p * kPanel), sum_lo, sum_hi, accumulate);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode with int8 activations: y[r] (+)= Σ_b d_{r,b} · dx_b · Σ_{k in b} q_{r,k} · qx_k for the
+// rows of Q8_0 / Q4_0 panels [p0, p1), x given as int8 blocks (Int8Vector).
+//
+// vpdpbusd (_mm512_dpbusd_epi32) multiplies 64 unsigned bytes by 64 signed bytes and adds each
+// lane's 4 products to that 32-bit lane: with a group's layout [16 rows][4 inputs] (q8_offset,
+// q4_offset) and the 4 inputs' qx broadcast to every lane, one instruction does 64 multiply-adds
+// for 16 rows, where the fp32 path needs 4 FMAs and the widening. The weights are the unsigned
+// side, shifted by an offset: Q4_0 stores q + 8 already; Q8_0 gets q + 128 by flipping each
+// byte's top bit. So each lane sums (q + offset) · qx, and offset · Σ qx (x.sums) comes off
+// before the block's sum becomes fp32 and meets the two scales. Integer sums are exact: this
+// equals quantize.hpp's quantized_dot_int8 up to the order of the fp32 additions over blocks.
+GLASS_AVX512_VNNI inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
+                                          bool accumulate) {
+    const bool q4 = w.type == WeightType::q4_0;
+    const int offset = q4 ? 8 : 128;
+    const __m512i low4 = _mm512_set1_epi8(0x0F), top_bit = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int p = p0; p < p1; ++p) {
+        __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+        const unsigned char* panel = w.panel(p);
+        for (int b = 0; b < w.q8_blocks(); ++b) {
+            const unsigned char* block = panel + std::int64_t{b} * w.block_bytes();
+            const unsigned char* q = block + kPanel * 2;
+            const std::int8_t* xb = x.q + b * kQuantBlock;
+            // Two accumulators per 16 rows (even and odd groups): two chains of 4 instead of one of 8.
+            __m512i lo0 = _mm512_setzero_si512(), lo1 = lo0, hi0 = lo0, hi1 = lo0;
+            for (int g = 0; g < kQuantBlock / 4; g += 2) {
+                std::int32_t x0, x1;  // qx of inputs 4g .. 4g+3 and 4g+4 .. 4g+7
+                std::memcpy(&x0, xb + 4 * g, 4);
+                std::memcpy(&x1, xb + 4 * g + 4, 4);
+                const __m512i b0 = _mm512_set1_epi32(x0), b1 = _mm512_set1_epi32(x1);
+                if (q4) {  // one load: rows 0..15 in the low 4 bits of each byte, 16..31 in the high
+                    const __m512i v0 = _mm512_loadu_si512(q + g * 64), v1 = _mm512_loadu_si512(q + g * 64 + 64);
+                    lo0 = _mm512_dpbusd_epi32(lo0, _mm512_and_si512(v0, low4), b0);
+                    hi0 = _mm512_dpbusd_epi32(hi0, _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4), b0);
+                    lo1 = _mm512_dpbusd_epi32(lo1, _mm512_and_si512(v1, low4), b1);
+                    hi1 = _mm512_dpbusd_epi32(hi1, _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4), b1);
+                } else {  // rows 0..15, then 16..31
+                    const unsigned char* g0 = q + g * 128;
+                    lo0 = _mm512_dpbusd_epi32(lo0, _mm512_xor_si512(_mm512_loadu_si512(g0), top_bit), b0);
+                    hi0 = _mm512_dpbusd_epi32(hi0, _mm512_xor_si512(_mm512_loadu_si512(g0 + 64), top_bit), b0);
+                    lo1 = _mm512_dpbusd_epi32(lo1, _mm512_xor_si512(_mm512_loadu_si512(g0 + 128), top_bit), b1);
+                    hi1 = _mm512_dpbusd_epi32(hi1, _mm512_xor_si512(_mm512_loadu_si512(g0 + 192), top_bit), b1);
+                }
+            }
+            const __m512i correction = _mm512_set1_epi32(offset * x.sums[b]);
+            const __m512 sum_lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(lo0, lo1), correction));
+            const __m512 sum_hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(hi0, hi1), correction));
+            const __m512 dx = _mm512_set1_ps(x.scales[b]);
+            const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
+            lo = _mm512_fmadd_ps(sum_lo, _mm512_mul_ps(widen_fp16(scales), dx), lo);
+            hi = _mm512_fmadd_ps(sum_hi, _mm512_mul_ps(widen_fp16(scales + 16), dx), hi);
+        }
+        store_rows(y + p * kPanel, row_masks(w.rows - p * kPanel), lo, hi, accumulate);
     }
 }
 
@@ -219,13 +288,18 @@ GLASS_AVX512 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int 
     if (is_quantized(w.type)) {  // k0: a multiple of 32 (kChunk is)
         const bool q4 = w.type == WeightType::q4_0;
         const std::int64_t block_bytes = q4 ? kQ4BlockBytes : kQ8BlockBytes;
-        for (int k = 0; k < kc; ++k) {
+        // Whole groups of 4 inputs: a chunk that ends inside one (kc not a multiple of 4) gets
+        // its padding inputs too (q = 0), which kChunk, a multiple of 4, leaves room for.
+        for (int k = 0; k < kc; k += 4) {
             const unsigned char* block = panel + (k0 + k) / kQuantBlock * block_bytes;
             const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
-            __m512 q_lo, q_hi;
-            widen_block_input(q4, block, (k0 + k) % kQuantBlock, q_lo, q_hi);
-            _mm512_store_ps(chunk + k * 32, _mm512_mul_ps(q_lo, widen_fp16(scales)));
-            _mm512_store_ps(chunk + k * 32 + 16, _mm512_mul_ps(q_hi, widen_fp16(scales + 16)));
+            const __m512 d_lo = widen_fp16(scales), d_hi = widen_fp16(scales + 16);
+            __m512 wq[8];
+            widen_group(q4, block, (k0 + k) % kQuantBlock / 4, wq);
+            for (int t = 0; t < 4; ++t) {
+                _mm512_store_ps(chunk + (k + t) * 32, _mm512_mul_ps(wq[t], d_lo));
+                _mm512_store_ps(chunk + (k + t) * 32 + 16, _mm512_mul_ps(wq[4 + t], d_hi));
+            }
         }
         return;
     }

@@ -38,22 +38,20 @@ GLASS_AVX512 inline float dot(const float* a, const float* b, int n) {
 
 // 16 int8 values (the first lanes of m) as fp32.
 GLASS_AVX512 inline __m512 widen_int8(const std::int8_t* p, __mmask16 m) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
+    // (The maskz form: GCC 12 flags the plain one's undefined pass-through as uninitialized.)
+    return _mm512_cvtepi32_ps(_mm512_maskz_cvtepi8_epi32(m, _mm_maskz_loadu_epi8(m, p)));
 }
 
-// dot_rows over an int8 cache: row j stands for s[j·lds] · rows[j] (kv_cache.hpp's KvType::int8).
-// out[j] = scale · s[j·lds] · (q · rows[j]): the row is widened to fp32 in registers, 16 values
-// at a time, never written back (a quarter of the bytes an fp32 row costs to read).
-GLASS_AVX512 inline void dot_rows_int8(const float* q, const std::int8_t* rows, long ld, const float* s, long lds,
-                                       int n_rows, int n, float scale, float* out) {
+// An int8 cache's rows back in fp32 (kv_cache.hpp's KvType::int8): out[j·n + i] = s[j·lds] · rows[j·ld + i]
+// for j < n_rows, i < n, the very products dequantize_kv_row computes, 16 values per instruction.
+GLASS_AVX512 inline void dequantize_rows(const std::int8_t* rows, long ld, const float* s, long lds, int n_rows, int n,
+                                         float* out) {
     for (int j = 0; j < n_rows; ++j) {
-        const std::int8_t* row = rows + j * ld;
-        __m512 acc = _mm512_setzero_ps();
+        const __m512 sj = _mm512_set1_ps(s[j * lds]);
         for (int i = 0; i < n; i += 16) {
             const __mmask16 m = row_masks(n - i).lo;
-            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), widen_int8(row + i, m), acc);
+            _mm512_mask_storeu_ps(out + std::int64_t{j} * n + i, m, _mm512_mul_ps(sj, widen_int8(rows + j * ld + i, m)));
         }
-        out[j] = _mm512_reduce_add_ps(acc) * (s[j * lds] * scale);
     }
 }
 
@@ -102,29 +100,6 @@ GLASS_AVX512 inline void add_rows(float* y, const float* a, const float* rows, l
     }
 }
 
-// add_rows over an int8 cache: y[0..n) += Σ_j (a[j] · s[j·lds]) · rows[j][0..n), j in order,
-// each row widened in registers as dot_rows_int8 does.
-GLASS_AVX512 inline void add_rows_int8(float* y, const float* a, const std::int8_t* rows, long ld, const float* s,
-                                       long lds, int n_rows, int n) {
-    for (int d0 = 0; d0 < n; d0 += 64) {
-        const __mmask16 m0 = lanes_below(n, d0, 0), m1 = lanes_below(n, d0, 1),
-                        m2 = lanes_below(n, d0, 2), m3 = lanes_below(n, d0, 3);
-        __m512 y0 = _mm512_maskz_loadu_ps(m0, y + d0), y1 = _mm512_maskz_loadu_ps(m1, y + d0 + 16),
-               y2 = _mm512_maskz_loadu_ps(m2, y + d0 + 32), y3 = _mm512_maskz_loadu_ps(m3, y + d0 + 48);
-        for (int j = 0; j < n_rows; ++j) {
-            const __m512 aj = _mm512_set1_ps(a[j] * s[j * lds]);
-            const std::int8_t* row = rows + j * ld + d0;
-            y0 = _mm512_fmadd_ps(aj, widen_int8(row, m0), y0);
-            y1 = _mm512_fmadd_ps(aj, widen_int8(row + 16, m1), y1);
-            y2 = _mm512_fmadd_ps(aj, widen_int8(row + 32, m2), y2);
-            y3 = _mm512_fmadd_ps(aj, widen_int8(row + 48, m3), y3);
-        }
-        _mm512_mask_storeu_ps(y + d0, m0, y0);
-        _mm512_mask_storeu_ps(y + d0 + 16, m1, y1);
-        _mm512_mask_storeu_ps(y + d0 + 32, m2, y2);
-        _mm512_mask_storeu_ps(y + d0 + 48, m3, y3);
-    }
-}
 
 // S[r][j] = scale · Σ_d Q[r][d] · Kᵀ[d][j]  for r < M, j < n_keys.
 // Keys are transposed ([head_dim][keys], row stride ldkt) so 16 consecutive keys fill one

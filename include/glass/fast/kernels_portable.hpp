@@ -25,6 +25,22 @@ inline void matvec(const PackedMatrix& w, const float* x, float* y, int p0, int 
     }
 }
 
+// y[r] (+)= Σ_b d_{r,b} · dx_b · Σ_{k in b} q_{r,k} · qx_k (Q8_0 / Q4_0, x in int8 blocks):
+// quantize.hpp's quantized_dot_int8 on the packed layout.
+inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1, bool accumulate) {
+    const int r1 = std::min(w.rows, p1 * kPanel);
+    for (int r = p0 * kPanel; r < r1; ++r) {
+        float sum = 0;
+        for (int b = 0; b < w.q8_blocks(); ++b) {
+            const int k0 = b * kQuantBlock, k1 = std::min(w.cols, k0 + kQuantBlock);
+            std::int32_t block_sum = 0;
+            for (int k = k0; k < k1; ++k) block_sum += w.q(r, k) * x.q[k];
+            sum += w.scale(r, b) * x.scales[b] * static_cast<float>(block_sum);
+        }
+        y[r] = accumulate ? y[r] + sum : sum;
+    }
+}
+
 // Y[t][r] (+)= Σ_k W(r,k) · X[t][k] for t < n and the rows of panels [p0, p1), X given as
 // packed token tiles (token_tiles.hpp): token t0 + j of a tile of m has x[k] at tile[k·m + j].
 inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
@@ -86,21 +102,10 @@ inline void add_rows(float* y, const float* a, const float* rows, long ld, int n
     for (int j = 0; j < n_rows; ++j) axpy(y, a[j], rows + j * ld, n);
 }
 
-// The same over int8 rows (an int8 KV cache): row j stands for s[j·lds] · rows[j].
-inline void dot_rows_int8(const float* q, const std::int8_t* rows, long ld, const float* s, long lds, int n_rows,
-                          int n, float scale, float* out) {
-    for (int j = 0; j < n_rows; ++j) {
-        float acc = 0.0f;
-        for (int i = 0; i < n; ++i) acc += q[i] * static_cast<float>(rows[j * ld + i]);
-        out[j] = acc * (s[j * lds] * scale);
-    }
-}
-inline void add_rows_int8(float* y, const float* a, const std::int8_t* rows, long ld, const float* s, long lds,
-                          int n_rows, int n) {
-    for (int j = 0; j < n_rows; ++j) {
-        const float w = a[j] * s[j * lds];
-        for (int i = 0; i < n; ++i) y[i] += w * static_cast<float>(rows[j * ld + i]);
-    }
+// An int8 cache's rows back in fp32: out[j·n + i] = s[j·lds] · rows[j·ld + i].
+inline void dequantize_rows(const std::int8_t* rows, long ld, const float* s, long lds, int n_rows, int n, float* out) {
+    for (int j = 0; j < n_rows; ++j)
+        for (int i = 0; i < n; ++i) out[std::int64_t{j} * n + i] = s[j * lds] * static_cast<float>(rows[j * ld + i]);
 }
 
 inline void softmax(float* x, int n) {

@@ -21,12 +21,17 @@
 ///   Q8_0, Q4_0: glass/quantize.hpp's blocks (32 consecutive inputs of one row share one fp16
 ///        scale; int8 or 4-bit integers); pack_matrix quantizes with quantize(), so the fast
 ///        path holds exactly the integers and scales of the reference.
-/// Arithmetic is always fp32: weights are widened to fp32 in registers, activations stay fp32.
+/// Arithmetic is fp32: weights are widened to fp32 in registers, activations stay fp32 — unless
+/// FastOptions::int8_activations, where decode multiplies Q8_0/Q4_0 integers by int8 activations
+/// (Int8Vector below) with integer dot products (kernels_avx512.hpp's matvec_int8).
 ///
 /// Q8_0 panel layout: per block of 32 inputs, 64 bytes of scales (fp16[32], one per row) then
-/// 1024 bytes of int8 [32 inputs][32 rows]: one contiguous 1088-byte stream per panel.
-/// Q4_0 the same with 512 bytes of integers [32 inputs][16 bytes]: byte i of input k holds
-/// row i in its low 4 bits and row i + 16 in its high 4 bits, each as q + 8 (576 bytes a block).
+/// 1024 bytes of int8 in 8 groups of 4 inputs, each group [32 rows][4 inputs] (q8_offset): one
+/// contiguous 1088-byte stream per panel. Four inputs of one row side by side are what an
+/// integer dot-product instruction (vpdpbusd) adds into one 32-bit lane; 16 rows fill a register.
+/// Q4_0 the same with 512 bytes of integers, 8 groups of [16 bytes][4 inputs] (q4_offset): the
+/// byte of row i and input k holds row i in its low 4 bits and row i + 16 in its high 4 bits,
+/// each as q + 8 (576 bytes a block).
 /// ```
 #pragma once
 
@@ -74,6 +79,19 @@ constexpr int kPanel = 32;        // rows per panel = fp32 lanes in two AVX-512 
 constexpr int kQ8BlockBytes = kPanel * 2 + kQuantBlock * kPanel;     // scales + int8 values = 1088
 constexpr int kQ4BlockBytes = kPanel * 2 + kQuantBlock * kPanel / 2;  // scales + 4-bit values = 576
 
+// Where input kk (< 32) of a block's panel row `lane` (< 32) sits among the block's integers
+// (after its 64 bytes of scales), inputs in groups of 4.
+inline int q8_offset(int kk, int lane) { return (kk / 4) * 128 + lane * 4 + kk % 4; }  // [8][32 rows][4]
+inline int q4_offset(int kk, int lane) { return (kk / 4) * 64 + (lane % 16) * 4 + kk % 4; }  // [8][16][4], lane ≥ 16: high half
+
+// A vector in int8 blocks of 32 (quantize.hpp's quantize_activations) and each block's Σ q,
+// the input of the integer matrix–vector product.
+struct Int8Vector {
+    const std::int8_t* q;       // [blocks · 32]
+    const float* scales;        // [blocks]
+    const std::int32_t* sums;   // [blocks]  Σ of the block's 32 integers
+};
+
 // fp16/bf16 conversions: glass/half.hpp (one definition for the reference, the fast path and
 // the CUDA emulator).
 using glass::bf16_to_fp32;
@@ -103,6 +121,21 @@ struct PackedMatrix {
     std::int64_t bytes() const { return panel_bytes() * panels(); }
     const unsigned char* panel(int p) const { return data + panel_bytes() * p; }
 
+    // Q8_0 / Q4_0: the integer q of weight (r, k) and the scale of its block.
+    int q(int r, int k) const {
+        const unsigned char* ints = panel(r / kPanel) + std::int64_t{k / kQuantBlock} * block_bytes() + kPanel * 2;
+        const int lane = r % kPanel, kk = k % kQuantBlock;
+        if (type == WeightType::q8_0) return static_cast<std::int8_t>(ints[q8_offset(kk, lane)]);
+        const unsigned char byte = ints[q4_offset(kk, lane)];
+        return (lane < 16 ? byte & 0x0F : byte >> 4) - 8;
+    }
+    float scale(int r, int block) const {
+        std::uint16_t h;
+        std::memcpy(&h, panel(r / kPanel) + std::int64_t{block} * block_bytes() + (r % kPanel) * 2, 2);
+        return fp16_to_fp32(h);
+    }
+    int block_bytes() const { return type == WeightType::q8_0 ? kQ8BlockBytes : kQ4BlockBytes; }
+
     // Weight (r, k) as the kernels see it: the plain, slow definition of the layout.
     float at(int r, int k) const {
         const unsigned char* base = panel(r / kPanel);
@@ -119,21 +152,8 @@ struct PackedMatrix {
                 std::memcpy(&h, base + (std::int64_t{k} * kPanel + lane) * 2, 2);
                 return type == WeightType::fp16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
             }
-            case WeightType::q8_0: {
-                const unsigned char* block = base + std::int64_t{k / kQuantBlock} * kQ8BlockBytes;
-                std::uint16_t scale;
-                std::memcpy(&scale, block + lane * 2, 2);
-                const auto q = static_cast<std::int8_t>(block[kPanel * 2 + (k % kQuantBlock) * kPanel + lane]);
-                return fp16_to_fp32(scale) * static_cast<float>(q);
-            }
-            case WeightType::q4_0: {
-                const unsigned char* block = base + std::int64_t{k / kQuantBlock} * kQ4BlockBytes;
-                std::uint16_t scale;
-                std::memcpy(&scale, block + lane * 2, 2);
-                const unsigned char byte = block[kPanel * 2 + (k % kQuantBlock) * (kPanel / 2) + lane % 16];
-                const int q = (lane < 16 ? byte & 0x0F : byte >> 4) - 8;
-                return fp16_to_fp32(scale) * static_cast<float>(q);
-            }
+            case WeightType::q8_0:
+            case WeightType::q4_0: return scale(r, k / kQuantBlock) * static_cast<float>(q(r, k));
         }
         return 0;
     }
@@ -161,7 +181,7 @@ inline PackedMatrix pack_matrix(const float* w, int rows, int cols, WeightType t
         // The reference's integers and scales (quantize.hpp), copied into the panel layout.
         const bool q8 = type == WeightType::q8_0;
         const QuantizedMatrix qm = quantize(w, rows, cols, quant_format_of(type));
-        const int block_bytes = q8 ? kQ8BlockBytes : kQ4BlockBytes;
+        const int block_bytes = m.block_bytes();
         for (int r = 0; r < rows; ++r) {
             unsigned char* base = dest + m.panel_bytes() * (r / kPanel);
             const int lane = r % kPanel;
@@ -172,13 +192,13 @@ inline PackedMatrix pack_matrix(const float* w, int rows, int cols, WeightType t
                 for (int k = k0; k < k1; ++k) {
                     const int q = qm.q(r, k);
                     if (q8)
-                        block[kPanel * 2 + (k - k0) * kPanel + lane] = static_cast<unsigned char>(static_cast<std::int8_t>(q));
+                        block[kPanel * 2 + q8_offset(k - k0, lane)] = static_cast<unsigned char>(static_cast<std::int8_t>(q));
                     else
-                        set_nibble(block[kPanel * 2 + (k - k0) * (kPanel / 2) + lane % 16], lane >= 16, q);
+                        set_nibble(block[kPanel * 2 + q4_offset(k - k0, lane)], lane >= 16, q);
                 }
                 if (!q8)  // inputs past the end of the row: q = 0 (stored as 8), like the reference
                     for (int k = k1; k < k0 + kQuantBlock; ++k)
-                        set_nibble(block[kPanel * 2 + (k - k0) * (kPanel / 2) + lane % 16], lane >= 16, 0);
+                        set_nibble(block[kPanel * 2 + q4_offset(k - k0, lane)], lane >= 16, 0);
             }
         }
         return m;

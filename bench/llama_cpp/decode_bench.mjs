@@ -1,0 +1,34 @@
+// llama.cpp's prefill and decode speed on a GGUF file, timed as `glass bench` times glass:
+// a prompt of P token ids, then G greedy decode steps; medians over R runs.
+// usage: node decode_bench.mjs MODEL.gguf THREADS P G R
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+import fs from "node:fs";
+const pkg = (name) => JSON.parse(fs.readFileSync(new URL(`./node_modules/${name}/package.json`, import.meta.url)));
+const [model, threads, P, G, R] = process.argv.slice(2);
+const [nThreads, promptLen, gen, runs] = [threads, P, G, R].map(Number);
+const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
+const m = await llama.loadModel({modelPath: model});
+const prompt = Array.from({length: promptLen}, (_, i) => 259 + (i * 7919) % 20000);  // fixed ids past the byte tokens
+const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+const prefill = [], decode = [];
+for (let r = -1; r < runs; ++r) {  // run -1 warms up (pages of the mapped file, thread pool): not counted
+  const ctx = await m.createContext({contextSize: promptLen + gen + 16, threads: nThreads, batchSize: promptLen});
+  const seq = ctx.getSequence();
+  const t0 = performance.now();
+  let t1 = 0, n = 0;
+  for await (const _ of seq.evaluate(prompt, {temperature: 0})) {
+    if (++n === 1) t1 = performance.now();
+    if (n === gen + 1) break;
+  }
+  const t2 = performance.now();
+  if (r >= 0) {
+    prefill.push(promptLen / ((t1 - t0) / 1e3));
+    decode.push(gen / ((t2 - t1) / 1e3));
+  }
+  await ctx.dispose();
+}
+const release = JSON.parse(fs.readFileSync(new URL("./node_modules/node-llama-cpp/llama/llama.cpp.info.json", import.meta.url))).tag;
+console.log(JSON.stringify({engine: `llama.cpp ${release} (node-llama-cpp ${pkg("node-llama-cpp").version}, prebuilt CPU binaries)`,
+  model, threads: nThreads, prompt_len: promptLen, gen, runs,
+  prefill_tokens_per_s: median(prefill), prefill_range: [Math.min(...prefill), Math.max(...prefill)],
+  decode_tokens_per_s: median(decode), decode_range: [Math.min(...decode), Math.max(...decode)]}));
