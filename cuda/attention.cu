@@ -5,6 +5,10 @@
 ///      keys, values [n_k, n_kv_heads * head_dim], n_k = start_pos + n_q (the cache rows so far).
 /// Out: out [n_q, n_heads * head_dim], each head's softmax-weighted sum of values.
 /// Query head h reads KV head g = h / (n_heads / n_kv_heads) (GQA: consecutive heads share).
+/// Keys and values are fp32, or int8 with scales [n_k, n_kv_heads] (KvType::int8, the cache of
+/// kv_write_int8): every kernel below is one template over common.cuh's row reader (F32Rows /
+/// Int8Rows), which gives back scale · (float)q for int8, the CPU's dequantized value; decode then
+/// reads a quarter of the bytes.
 ///
 /// Naive (any n_q; prefill): three kernels, the textbook steps made visible —
 ///   1. scores [n_heads, n_q, n_k] = Q_h K_gᵀ · scale, with -inf where key j > start_pos + i
@@ -23,7 +27,8 @@ namespace glass::cuda {
 
 // ---- naive -------------------------------------------------------------------------------------
 
-__global__ void attention_scores_kernel(const float* q, const float* keys, int n_q, int n_k,
+template <class Rows>
+__global__ void attention_scores_kernel(const float* q, Rows keys, int n_q, int n_k,
                                         int start_pos, int n_heads, int n_kv_heads, int head_dim,
                                         float scale, float* scores) {
     const std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
@@ -37,13 +42,14 @@ __global__ void attention_scores_kernel(const float* q, const float* keys, int n
         return;
     }
     const float* q_row = q + std::int64_t{i} * n_heads * head_dim + std::int64_t{h} * head_dim;
-    const float* k_row = keys + std::int64_t{j} * n_kv_heads * head_dim + std::int64_t{g} * head_dim;
+    const auto k_row = keys.row(j, g);
     float dot = 0.0f;
     for (int d = 0; d < head_dim; ++d) dot += q_row[d] * k_row[d];
     scores[idx] = dot * scale;
 }
 
-__global__ void attention_values_kernel(const float* weights, const float* values, int n_q, int n_k,
+template <class Rows>
+__global__ void attention_values_kernel(const float* weights, Rows values, int n_q, int n_k,
                                         int start_pos, int n_heads, int n_kv_heads, int head_dim,
                                         float* out) {
     const std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
@@ -56,7 +62,7 @@ __global__ void attention_values_kernel(const float* weights, const float* value
     const int last_visible = min(start_pos + i, n_k - 1);  // masked weights are exactly 0
     float sum = 0.0f;
     for (int j = 0; j <= last_visible; ++j)
-        sum += w_row[j] * values[std::int64_t{j} * n_kv_heads * head_dim + std::int64_t{g} * head_dim + d];
+        sum += w_row[j] * values.row(j, g)[d];
     out[idx] = sum;
 }
 
@@ -67,11 +73,19 @@ static void check_dims(const AttentionDims& s, int n_q, int n_k) {
     if (n_q < 1 || n_k < n_q) fail("attention: ", n_q, " queries over ", n_k, " keys");
 }
 
-void attention_naive(const float* d_q, const float* d_keys, const float* d_values, int n_q,
-                     int start_pos, const AttentionDims& dims, float scale, float* d_scores,
-                     float* d_out) {
+void check_kv_rows(const KvRows& keys, const KvRows& values, const char* what) {
+    const auto set = [](const KvRows& r) {
+        return r.type() == KvType::fp32 ? r.f32 != nullptr : r.q != nullptr && r.scales != nullptr;
+    };
+    if (!set(keys) || !set(values) || keys.type() != values.type())
+        fail(what, ": keys (", to_string(keys.type()), ") and values (", to_string(values.type()),
+             ") must both be given, of one type, int8 with its scales");
+}
+
+template <class Rows>
+static void attention_naive_launch(const float* d_q, Rows d_keys, Rows d_values, int n_q, int start_pos,
+                                   const AttentionDims& dims, float scale, float* d_scores, float* d_out) {
     const int n_k = start_pos + n_q;
-    check_dims(dims, n_q, n_k);
     const std::int64_t n_scores = std::int64_t{dims.n_heads} * n_q * n_k;
     attention_scores_kernel<<<grid_for(n_scores, 256), 256>>>(d_q, d_keys, n_q, n_k, start_pos,
                                                               dims.n_heads, dims.n_kv_heads,
@@ -85,19 +99,34 @@ void attention_naive(const float* d_q, const float* d_keys, const float* d_value
     CHECK_LAUNCH("attention_values_kernel");
 }
 
+void attention_naive(const float* d_q, const KvRows& keys, const KvRows& values, int n_q, int start_pos,
+                     const AttentionDims& dims, float scale, float* d_scores, float* d_out) {
+    check_dims(dims, n_q, start_pos + n_q);
+    check_kv_rows(keys, values, "attention_naive");
+    with_kv_readers(keys, values, dims, [&](auto key_rows, auto value_rows) {
+        attention_naive_launch(d_q, key_rows, value_rows, n_q, start_pos, dims, scale, d_scores, d_out);
+    });
+}
+
+void attention_naive(const float* d_q, const float* d_keys, const float* d_values, int n_q,
+                     int start_pos, const AttentionDims& dims, float scale, float* d_scores,
+                     float* d_out) {
+    attention_naive(d_q, KvRows::fp32(d_keys), KvRows::fp32(d_values), n_q, start_pos, dims, scale, d_scores, d_out);
+}
+
 // ---- decode ------------------------------------------------------------------------------------
 
 constexpr int kDecodeThreads = 256;
 
 // grid: one block per query head; dynamic shared memory: head_dim floats (the query).
-__global__ void attention_decode_kernel(const float* q, const float* keys, const float* values,
+template <class Rows>
+__global__ void attention_decode_kernel(const float* q, Rows keys, Rows values,
                                         IntArg n_keys, int n_heads, int n_kv_heads, int head_dim,
                                         float scale, float* scores, float* out) {
     extern __shared__ float q_head[];  // [head_dim]
     __shared__ float partials[32];
     const int n_k = value_of(n_keys);  // from device memory under the decode graph
     const int h = blockIdx.x, g = h / (n_heads / n_kv_heads);
-    const int kv_stride = n_kv_heads * head_dim;  // floats between consecutive cache rows
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_head[d] = q[std::int64_t{h} * head_dim + d];
     __syncthreads();
 
@@ -105,7 +134,7 @@ __global__ void attention_decode_kernel(const float* q, const float* keys, const
     float* s = scores + std::int64_t{h} * n_k;
     float thread_max = -INFINITY;
     for (int j = threadIdx.x; j < n_k; j += blockDim.x) {
-        const float* k_row = keys + std::int64_t{j} * kv_stride + std::int64_t{g} * head_dim;
+        const auto k_row = keys.row(j, g);
         float dot = 0.0f;
         for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
         s[j] = dot * scale;
@@ -117,21 +146,35 @@ __global__ void attention_decode_kernel(const float* q, const float* keys, const
 
     // 3. weighted sum of values: thread d owns output number d (loop if head_dim > threads).
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        const float* v_col = values + std::int64_t{g} * head_dim + d;
         float acc = 0.0f;
-        for (int j = 0; j < n_k; ++j) acc += s[j] * v_col[std::int64_t{j} * kv_stride];
+        for (int j = 0; j < n_k; ++j) acc += s[j] * values.row(j, g)[d];
         out[std::int64_t{h} * head_dim + d] = acc / sum;
     }
 }
 
-void attention_decode(const float* d_q, const float* d_keys, const float* d_values, IntArg n_k,
-                      const AttentionDims& dims, float scale, float* d_scores, float* d_out) {
-    check_dims(dims, 1, n_k.on_device() ? 1 : n_k.value);  // a device n_k: the caller checked it
+template <class Rows>
+static void attention_decode_launch(const float* d_q, Rows d_keys, Rows d_values, IntArg n_k,
+                                    const AttentionDims& dims, float scale, float* d_scores, float* d_out) {
     const std::size_t shared_bytes = static_cast<std::size_t>(dims.head_dim) * sizeof(float);
-    if (shared_bytes > 48 * 1024) fail("attention_decode: head_dim ", dims.head_dim, " is too large");
     attention_decode_kernel<<<static_cast<unsigned>(dims.n_heads), kDecodeThreads, shared_bytes>>>(
         d_q, d_keys, d_values, n_k, dims.n_heads, dims.n_kv_heads, dims.head_dim, scale, d_scores, d_out);
     CHECK_LAUNCH("attention_decode_kernel");
+}
+
+void attention_decode(const float* d_q, const KvRows& keys, const KvRows& values, IntArg n_k,
+                      const AttentionDims& dims, float scale, float* d_scores, float* d_out) {
+    check_dims(dims, 1, n_k.on_device() ? 1 : n_k.value);  // a device n_k: the caller checked it
+    check_kv_rows(keys, values, "attention_decode");
+    if (static_cast<std::size_t>(dims.head_dim) * sizeof(float) > 48 * 1024)
+        fail("attention_decode: head_dim ", dims.head_dim, " is too large");
+    with_kv_readers(keys, values, dims, [&](auto key_rows, auto value_rows) {
+        attention_decode_launch(d_q, key_rows, value_rows, n_k, dims, scale, d_scores, d_out);
+    });
+}
+
+void attention_decode(const float* d_q, const float* d_keys, const float* d_values, IntArg n_k,
+                      const AttentionDims& dims, float scale, float* d_scores, float* d_out) {
+    attention_decode(d_q, KvRows::fp32(d_keys), KvRows::fp32(d_values), n_k, dims, scale, d_scores, d_out);
 }
 
 }  // namespace glass::cuda

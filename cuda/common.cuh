@@ -1,7 +1,8 @@
 /// \file
 /// \brief cuda/common.cuh — what every .cu file shares: checked CUDA calls and launches,
-/// bounds-checked indexing helpers, weight loads for fp32/fp16/bf16, block-wide reductions and
-/// the softmax step the attention kernels share.
+/// bounds-checked indexing helpers, weight loads for fp32/fp16/bf16, block-wide reductions,
+/// the softmax step the attention kernels share, and the K/V readers and int8 quantizer of the
+/// caches (fp32 rows, or int8 rows + scales: one kernel body reads either).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -91,6 +92,79 @@ __device__ __forceinline__ float block_exp_sum(float* s, int n, float thread_max
         sum += s[j];
     }
     return block_sum(sum, shared);
+}
+
+// ---- Cached K/V rows, fp32 or int8 -------------------------------------------------------------
+// An attention kernel is written once, as a template over its Rows type, and reads key (or value)
+// j of KV head g as `rows.row(j, g)[d]`. Rows are [n, n_kv_heads * head_dim]; int8 rows carry one
+// scale per (row, KV head), scales [n, n_kv_heads], and read back as scale · (float)q — the fp32
+// product the CPU's int8 cache stores (glass/kv_cache.hpp's dequantize_kv_row), so both sides
+// attend over the same numbers.
+struct F32Row {
+    const float* p;
+    __device__ __forceinline__ float operator[](int d) const { return p[d]; }
+};
+struct F32Rows {
+    const float* data;
+    int n_kv_heads, head_dim;
+    __device__ __forceinline__ F32Row row(std::int64_t j, int g) const {
+        return {data + j * (std::int64_t{n_kv_heads} * head_dim) + std::int64_t{g} * head_dim};
+    }
+};
+struct Int8Row {
+    const std::int8_t* p;
+    float scale;
+    __device__ __forceinline__ float operator[](int d) const { return scale * static_cast<float>(p[d]); }
+};
+struct Int8Rows {
+    const std::int8_t* data;
+    const float* scales;
+    int n_kv_heads, head_dim;
+    __device__ __forceinline__ Int8Row row(std::int64_t j, int g) const {
+        return {data + j * (std::int64_t{n_kv_heads} * head_dim) + std::int64_t{g} * head_dim,
+                scales[j * n_kv_heads + g]};
+    }
+};
+// Host side: the device reader of a KvRows (glass_cuda.hpp).
+inline F32Rows f32_rows(const KvRows& r, int n_kv_heads, int head_dim) { return {r.f32, n_kv_heads, head_dim}; }
+inline Int8Rows int8_rows(const KvRows& r, int n_kv_heads, int head_dim) {
+    return {r.q, r.scales, n_kv_heads, head_dim};
+}
+// Keys and values must both be set and of one type; `what` names the caller.
+void check_kv_rows(const KvRows& keys, const KvRows& values, const char* what);
+// Calls launch(key reader, value reader) with the readers of their type (both F32Rows or both
+// Int8Rows): each attention's host function launches its one templated kernel through this.
+template <typename Launch>
+void with_kv_readers(const KvRows& keys, const KvRows& values, const AttentionDims& dims, Launch&& launch) {
+    if (keys.type() == KvType::int8)
+        launch(int8_rows(keys, dims.n_kv_heads, dims.head_dim), int8_rows(values, dims.n_kv_heads, dims.head_dim));
+    else
+        launch(f32_rows(keys, dims.n_kv_heads, dims.head_dim), f32_rows(values, dims.n_kv_heads, dims.head_dim));
+}
+
+// One warp quantizes one group x [n] (a cached row's slice of one KV head) exactly as glass's
+// int8_scale / to_int8 (glass/int8.hpp): s = max |x| / 127, NaN if any value is not finite;
+// q = clamp(rint(x / s), -127, 127), 0 when s is 0 or NaN. Lanes split x; the maximum and the
+// "not finite" flag go round the warp by shuffles (a maximum does not depend on the order, so s
+// is the CPU's bit for bit); x / s is IEEE division (never fast math) and rintf rounds half to
+// even like std::nearbyint. Every lane of the warp must call it; lane 0 writes the scale.
+__device__ __forceinline__ void warp_quantize_int8(const float* x, int n, std::int8_t* q, float* scale) {
+    const int lane = threadIdx.x % 32;
+    float amax = 0.0f;
+    int not_finite = 0;
+    for (int i = lane; i < n; i += 32) {
+        const float a = fabsf(x[i]);
+        if (!(a < INFINITY)) not_finite = 1;  // inf or NaN
+        amax = fmaxf(amax, a);
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+        not_finite |= __shfl_xor_sync(0xffffffffu, not_finite, offset);
+    }
+    const float s = not_finite ? NAN : amax / 127.0f;
+    for (int i = lane; i < n; i += 32)
+        q[i] = static_cast<std::int8_t>(s > 0.0f ? fminf(fmaxf(rintf(x[i] / s), -127.0f), 127.0f) : 0.0f);
+    if (lane == 0) *scale = s;
 }
 
 }  // namespace glass::cuda

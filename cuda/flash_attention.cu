@@ -17,7 +17,13 @@
 /// keys of its chunk to a partial (m_s, l_s, O_s), written to a small scratch
 /// [heads, splits, head_dim + 2]; a second kernel combines the partials of each head:
 ///   M = max_s m_s,  L = Σ_s l_s · exp(m_s − M),  out = Σ_s O_s · exp(m_s − M) / L
-/// (a split with no keys has l_s = 0 and m_s = −inf and contributes nothing).
+/// (a split with no keys has l_s = 0 and m_s = −inf and contributes nothing). n_k may be an IntArg
+/// read on the device (the decode graph): the grid is then sized for max_n_k keys and the splits
+/// past the n_k it reads are empty.
+///
+/// Keys and values are fp32, or int8 with scales [n_k, n_kv_heads] (KvType::int8): both kernels are
+/// templates over common.cuh's row reader, which gives back scale · (float)q, the CPU's value.
+/// CudaSession uses them with CudaOptions::attention = flash (transformer.cpp).
 /// ```
 #include "common.cuh"
 
@@ -46,7 +52,8 @@ void check_flash_dims(const AttentionDims& s, int n_q, int n_k) {
 // ---- tiled: prefill and chunks ------------------------------------------------------------------
 
 // grid (ceil(n_q / kFlashRows), n_heads), block kFlashRows; dynamic shared memory: 2 · tile_k · head_dim floats.
-__global__ void flash_attention_kernel(const float* q, const float* keys, const float* values, int n_q, int start_pos,
+template <class Rows>
+__global__ void flash_attention_kernel(const float* q, Rows keys, Rows values, int n_q, int start_pos,
                                        int n_heads, int n_kv_heads, int head_dim, int tile_k, float scale, float* out) {
     extern __shared__ float kv_tile[];  // [tile_k, head_dim] of K, then the same of V
     float* k_tile = kv_tile;
@@ -55,7 +62,6 @@ __global__ void flash_attention_kernel(const float* q, const float* keys, const 
     const int i = blockIdx.x * blockDim.x + threadIdx.x;  // this thread's query row
     const bool active = i < n_q;
     const int n_k = start_pos + n_q;
-    const int kv_stride = n_kv_heads * head_dim;
     const int block_rows_end = static_cast<int>((blockIdx.x + 1) * blockDim.x);  // one past the block's last row
     const int block_last = min(start_pos + block_rows_end, n_k) - 1;               // the last key it may see
 
@@ -68,10 +74,9 @@ __global__ void flash_attention_kernel(const float* q, const float* keys, const 
     for (int j0 = 0; j0 <= block_last; j0 += tile_k) {
         const int cols = min(tile_k, n_k - j0);
         for (int idx = threadIdx.x; idx < cols * head_dim; idx += blockDim.x) {  // the whole block loads
-            const std::int64_t at = std::int64_t{j0 + idx / head_dim} * kv_stride + std::int64_t{g} * head_dim +
-                                    idx % head_dim;
-            k_tile[idx] = keys[at];
-            v_tile[idx] = values[at];
+            const int j = j0 + idx / head_dim, d = idx % head_dim;
+            k_tile[idx] = keys.row(j, g)[d];
+            v_tile[idx] = values.row(j, g)[d];
         }
         __syncthreads();
         const int seen = active ? min(cols, start_pos + i + 1 - j0) : 0;  // keys of this tile the row may see
@@ -101,9 +106,9 @@ __global__ void flash_attention_kernel(const float* q, const float* keys, const 
             out[std::int64_t{i} * n_heads * head_dim + std::int64_t{h} * head_dim + d] = o[d] / l;
 }
 
-void flash_attention(const float* d_q, const float* d_keys, const float* d_values, int n_q, int start_pos,
-                     const AttentionDims& dims, float scale, float* d_out) {
-    check_flash_dims(dims, n_q, start_pos + n_q);
+template <class Rows>
+static void flash_attention_launch(const float* d_q, Rows d_keys, Rows d_values, int n_q, int start_pos,
+                                   const AttentionDims& dims, float scale, float* d_out) {
     const int tile_k = flash_tile_k(dims.head_dim);
     const std::size_t shared_bytes = 2 * static_cast<std::size_t>(tile_k) * dims.head_dim * sizeof(float);
     const dim3 grid(static_cast<unsigned>((n_q + kFlashRows - 1) / kFlashRows), static_cast<unsigned>(dims.n_heads));
@@ -112,19 +117,33 @@ void flash_attention(const float* d_q, const float* d_keys, const float* d_value
     CHECK_LAUNCH("flash_attention_kernel");
 }
 
+void flash_attention(const float* d_q, const KvRows& keys, const KvRows& values, int n_q, int start_pos,
+                     const AttentionDims& dims, float scale, float* d_out) {
+    check_flash_dims(dims, n_q, start_pos + n_q);
+    check_kv_rows(keys, values, "flash_attention");
+    with_kv_readers(keys, values, dims, [&](auto key_rows, auto value_rows) {
+        flash_attention_launch(d_q, key_rows, value_rows, n_q, start_pos, dims, scale, d_out);
+    });
+}
+
+void flash_attention(const float* d_q, const float* d_keys, const float* d_values, int n_q, int start_pos,
+                     const AttentionDims& dims, float scale, float* d_out) {
+    flash_attention(d_q, KvRows::fp32(d_keys), KvRows::fp32(d_values), n_q, start_pos, dims, scale, d_out);
+}
+
 // ---- split-K decode -----------------------------------------------------------------------------
 
 // grid (splits, n_heads), block kSplitThreads; dynamic shared memory: head_dim + chunk floats.
 // partial [n_heads, splits, head_dim + 2]: O_s (head_dim numbers), then m_s, then l_s.
-__global__ void flash_decode_partial_kernel(const float* q, const float* keys, const float* values, int n_k,
-                                            int n_heads, int n_kv_heads, int head_dim, int chunk, float scale,
+template <class Rows>
+__global__ void flash_decode_partial_kernel(const float* q, Rows keys, Rows values, IntArg n_keys, int n_heads, int n_kv_heads, int head_dim, int chunk, float scale,
                                             float* partial) {
     extern __shared__ float shared[];  // q_head [head_dim], then the chunk's scores [chunk]
     __shared__ float reduce[32];
     float* q_head = shared;
     float* s = shared + head_dim;
     const int split = blockIdx.x, h = blockIdx.y, g = h / (n_heads / n_kv_heads);
-    const int kv_stride = n_kv_heads * head_dim;
+    const int n_k = value_of(n_keys);  // from device memory under the decode graph
     const int j0 = split * chunk, cols = max(0, min(chunk, n_k - j0));
     float* mine = partial + (std::int64_t{h} * gridDim.x + split) * (head_dim + 2);
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_head[d] = q[std::int64_t{h} * head_dim + d];
@@ -132,7 +151,7 @@ __global__ void flash_decode_partial_kernel(const float* q, const float* keys, c
 
     float thread_max = -INFINITY;
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
-        const float* k_row = keys + std::int64_t{j0 + j} * kv_stride + std::int64_t{g} * head_dim;
+        const auto k_row = keys.row(j0 + j, g);
         float dot = 0.0f;
         for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
         s[j] = dot * scale;
@@ -146,9 +165,8 @@ __global__ void flash_decode_partial_kernel(const float* q, const float* keys, c
     }
     const float l = block_sum(sum, reduce);  // ends with a barrier: every s[j] is visible
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        const float* v_col = values + std::int64_t{j0} * kv_stride + std::int64_t{g} * head_dim + d;
         float acc = 0.0f;
-        for (int j = 0; j < cols; ++j) acc += s[j] * v_col[std::int64_t{j} * kv_stride];
+        for (int j = 0; j < cols; ++j) acc += s[j] * values.row(j0 + j, g)[d];
         mine[d] = acc;
     }
     if (threadIdx.x == 0) {
@@ -178,11 +196,9 @@ __global__ void flash_decode_combine_kernel(const float* partial, int splits, in
 
 int flash_decode_splits(int n_k, int chunk) { return (n_k + chunk - 1) / chunk; }
 
-void flash_decode(const float* d_q, const float* d_keys, const float* d_values, int n_k, const AttentionDims& dims,
-                  float scale, int chunk, float* d_partial, float* d_out) {
-    check_flash_dims(dims, 1, n_k);
-    if (chunk < 1 || chunk > 4096) fail("flash decode: chunk of ", chunk, " keys is outside [1, 4096]");
-    const int splits = flash_decode_splits(n_k, chunk);
+template <class Rows>
+static void flash_decode_launch(const float* d_q, Rows d_keys, Rows d_values, IntArg n_k, int splits,
+                                const AttentionDims& dims, float scale, int chunk, float* d_partial, float* d_out) {
     const std::size_t shared_bytes = (static_cast<std::size_t>(dims.head_dim) + chunk) * sizeof(float);
     flash_decode_partial_kernel<<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(dims.n_heads)),
                                   kSplitThreads, shared_bytes>>>(d_q, d_keys, d_values, n_k, dims.n_heads,
@@ -190,6 +206,24 @@ void flash_decode(const float* d_q, const float* d_keys, const float* d_values, 
     CHECK_LAUNCH("flash_decode_partial_kernel");
     flash_decode_combine_kernel<<<static_cast<unsigned>(dims.n_heads), 128>>>(d_partial, splits, dims.head_dim, d_out);
     CHECK_LAUNCH("flash_decode_combine_kernel");
+}
+
+void flash_decode(const float* d_q, const KvRows& keys, const KvRows& values, IntArg n_k, int max_n_k,
+                  const AttentionDims& dims, float scale, int chunk, float* d_partial, float* d_out) {
+    if (!n_k.on_device() && n_k.value != max_n_k)
+        fail("flash decode: n_k ", n_k.value, " given as a number must equal max_n_k ", max_n_k);
+    check_flash_dims(dims, 1, max_n_k);
+    check_kv_rows(keys, values, "flash_decode");
+    if (chunk < 1 || chunk > 4096) fail("flash decode: chunk of ", chunk, " keys is outside [1, 4096]");
+    const int splits = flash_decode_splits(max_n_k, chunk);
+    with_kv_readers(keys, values, dims, [&](auto key_rows, auto value_rows) {
+        flash_decode_launch(d_q, key_rows, value_rows, n_k, splits, dims, scale, chunk, d_partial, d_out);
+    });
+}
+
+void flash_decode(const float* d_q, const float* d_keys, const float* d_values, int n_k, const AttentionDims& dims,
+                  float scale, int chunk, float* d_partial, float* d_out) {
+    flash_decode(d_q, KvRows::fp32(d_keys), KvRows::fp32(d_values), n_k, n_k, dims, scale, chunk, d_partial, d_out);
 }
 
 }  // namespace glass::cuda

@@ -17,13 +17,17 @@
 ///   swiglu_mlp          mlp.hpp          swiglu(), mlp(); residual_add()   mlp.cu
 ///   sample              sampling.hpp     DeviceSampler                     sampling.cu
 ///   KVCache             kv_cache.hpp     DeviceKVCache, kv_write()         kv_cache.cpp, .cu
+///   quantize_kv_row     kv_cache.hpp     kv_write_int8() (KvType::int8)    kv_cache.cu
 ///   CpuSession          transformer.hpp  CudaSession                       transformer.cpp
 ///
 ///   serving (include/glass/serve, many requests per forward pass, K/V in a paged pool;
 ///   all but rope_rows() declared in paged.hpp):
 ///   apply_rope per row  paged_transformer rope_rows()                      rope.cu
-///   PagedKVPool::write  paged_transformer paged_kv_write()                 paged_attention.cu
+///   PagedKVPool::write  paged_transformer paged_kv_write(), paged_kv_write_int8()  paged_attention.cu
 ///   attention over gathered keys           paged_attention_naive(), paged_attention()  paged_attention.cu
+///
+///   K/V read by every attention but flash's: fp32 rows, or int8 rows + one fp32 scale per
+///   (row, KV head) read as scale · (float)q, exactly the CPU's dequantized value (KvRows below).
 ///   CpuPagedBackend     paged_transformer CudaPagedBackend                 paged.cpp
 ///
 /// Errors: every CUDA call and kernel launch is checked; a failure throws glass::Error naming the
@@ -225,6 +229,31 @@ struct AttentionDims {
     int n_kv_heads;
     int head_dim;
 };
+// The keys (or values) an attention kernel reads: one layer's cache rows [n_k, n_kv_heads * head_dim]
+// (or a pool's, paged.hpp) in device memory, as fp32, or as int8 with one fp32 scale per (row, KV
+// head) — scales [n_k, n_kv_heads], the layout of kv_write_int8() — which the kernels read as
+// scale · (float)q, the value the CPU's int8 cache gives back (glass/kv_cache.hpp). Reading int8
+// directly is the point of it: a decode step reads a quarter of the bytes of fp32.
+struct KvRows {
+    KvType storage = KvType::fp32;
+    const float* f32 = nullptr;         // fp32 rows
+    const std::int8_t* q = nullptr;     // int8 rows
+    const float* scales = nullptr;      // int8: [rows, n_kv_heads]
+    static KvRows fp32(const float* d_rows) {
+        KvRows r;
+        r.f32 = d_rows;
+        return r;
+    }
+    static KvRows int8(const std::int8_t* d_rows, const float* d_scales) {
+        KvRows r;
+        r.storage = KvType::int8;
+        r.q = d_rows;
+        r.scales = d_scales;
+        return r;
+    }
+    KvType type() const { return storage; }
+};
+
 // Naive causal attention for any n_q (prefill, a chunk, or decode): three kernels — scores with
 // the causal mask, softmax per row, weighted sum of V. d_scores: n_heads * n_q * n_k floats.
 void attention_naive(const float* d_q, const float* d_keys, const float* d_values, int n_q,
@@ -234,6 +263,11 @@ void attention_naive(const float* d_q, const float* d_keys, const float* d_value
 // scores, softmax and the weighted sum. d_scores: n_heads * n_k floats (with n_k on the device,
 // the caller sizes it for the largest n_k the graph will see).
 void attention_decode(const float* d_q, const float* d_keys, const float* d_values, IntArg n_k,
+                      const AttentionDims& dims, float scale, float* d_scores, float* d_out);
+// The same two over keys and values of either type (both of the same one; the fp32 calls above are these).
+void attention_naive(const float* d_q, const KvRows& keys, const KvRows& values, int n_q, int start_pos,
+                     const AttentionDims& dims, float scale, float* d_scores, float* d_out);
+void attention_decode(const float* d_q, const KvRows& keys, const KvRows& values, IntArg n_k,
                       const AttentionDims& dims, float scale, float* d_scores, float* d_out);
 
 // flash_attention.cu — the same attention without a score matrix in memory (glass/flash_attention.hpp).
@@ -246,6 +280,13 @@ void flash_attention(const float* d_q, const float* d_keys, const float* d_value
 int flash_decode_splits(int n_k, int chunk);
 void flash_decode(const float* d_q, const float* d_keys, const float* d_values, int n_k, const AttentionDims& dims,
                   float scale, int chunk, float* d_partial, float* d_out);
+// Both over keys and values of either type (KvRows). flash_decode's n_k may be read on the device
+// (the decode graph): the grid and d_partial are then sized for max_n_k keys (splits past n_k are
+// empty and add nothing); given as a number, n_k must equal max_n_k.
+void flash_attention(const float* d_q, const KvRows& keys, const KvRows& values, int n_q, int start_pos,
+                     const AttentionDims& dims, float scale, float* d_out);
+void flash_decode(const float* d_q, const KvRows& keys, const KvRows& values, IntArg n_k, int max_n_k,
+                  const AttentionDims& dims, float scale, int chunk, float* d_partial, float* d_out);
 
 // quantize.cu — y [n, rows] = x [n, cols] · W'ᵀ with W' in glass/quantize.hpp's blocks of 32
 // (one fp16 scale + 32 int8, or 32 4-bit q + 8, per block), dequantized inside the kernel (C14).
@@ -291,11 +332,31 @@ private:
 void kv_write(float* d_keys, float* d_values, const float* d_k, const float* d_v, int n_new, int kv_dim,
               IntArg start_pos);
 
-// Same layout as glass::KVCache: [layer][position, kv_head, head_dim], fp32, one [seq_len, kv_dim]
-// block per layer for K and one for V, allocated once. Same rules (checked on the host).
+// kv_cache.cu — the int8 twin (KvType::int8): rows start_pos .. start_pos + n_new - 1 of keys,
+// values [seq_len, n_kv_heads * head_dim] int8 and of key_scales, value_scales [seq_len, n_kv_heads]
+// = quantize_kv_row (glass/kv_cache.hpp) of each row of k, v [n_new, n_kv_heads * head_dim]: per
+// (row, KV head) s = max |x| / 127 (NaN if a value is not finite), q = round-half-even(x / s)
+// clamped to ±127 (0 when s is 0 or NaN) — the CPU's integers and scales exactly.
+void kv_write_int8(std::int8_t* d_keys, float* d_key_scales, std::int8_t* d_values, float* d_value_scales,
+                   const float* d_k, const float* d_v, int n_new, int n_kv_heads, int head_dim, IntArg start_pos);
+
+// K and V storage for `rows` cache rows of `kv_dim` values (kv_cache.cpp), shared by the session's
+// cache and the paged pool: fp32 floats, or int8 bytes plus one fp32 scale per (row, KV head) for
+// each. Previous buffers are freed first. Unwritten rows read as NaN: NaN values (fp32) or NaN
+// scales (int8; NaN · q is NaN, q = 0 included), so a read that strays past them shows.
+void allocate_kv_rows(KvType type, std::size_t rows, int kv_dim, int n_kv_heads, DeviceBuffer& keys,
+                      DeviceBuffer& values, DeviceBuffer& key_scales, DeviceBuffer& value_scales);
+
+
+// Same layout as glass::KVCache: [layer][position, kv_head, head_dim], one [seq_len, kv_dim] block
+// per layer for K and one for V, allocated once. Same rules (checked on the host). fp32, or with
+// KvType::int8 int8 blocks plus scales [layer][seq_len, n_kv_heads] for K and for V (the CPU's
+// KVCache(c, KvType::int8) holds exactly their dequantized values). Unwritten rows are NaN (fp32)
+// or have NaN scales (int8).
 class DeviceKVCache {
 public:
-    explicit DeviceKVCache(const ModelConfig& c);
+    explicit DeviceKVCache(const ModelConfig& c, KvType type = KvType::fp32);
+    KvType type() const { return type_; }
     int length() const { return length_; }
     int capacity() const { return capacity_; }
     // Copy k, v (device, [n_new, kv_dim]) into rows start_pos .. start_pos + n_new - 1 of `layer`.
@@ -304,14 +365,18 @@ public:
     void advance(int n_new);
     void clear() { length_ = 0; }
     void rewind(int position);  // speculative decoding's rollback: the length goes back
-    const float* keys(int layer) const;    // [seq_len, kv_dim] (rows 0..length-1 valid)
+    const float* keys(int layer) const;    // fp32 only: [seq_len, kv_dim] (rows 0..length-1 valid)
     const float* values(int layer) const;
-    std::int64_t bytes_used(const ModelConfig& c) const { return c.kv_bytes_per_token() * length_; }
+    KvRows key_rows(int layer) const;      // either type, as the attention kernels read it
+    KvRows value_rows(int layer) const;
+    std::int64_t bytes_used(const ModelConfig& c) const { return kv_bytes_per_token(c, type_) * length_; }
 
 private:
-    std::size_t layer_offset(int layer) const;
-    DeviceBuffer keys_, values_;
-    int n_layers_ = 0, capacity_ = 0, kv_dim_ = 0, length_ = 0;
+    std::size_t layer_offset(int layer) const;  // values into one [seq_len, kv_dim] block
+    KvType type_ = KvType::fp32;
+    DeviceBuffer keys_, values_;                 // fp32 or int8 [layer][seq_len, kv_dim]
+    DeviceBuffer key_scales_, value_scales_;     // int8 only: [layer][seq_len, n_kv_heads]
+    int n_layers_ = 0, capacity_ = 0, kv_dim_ = 0, n_kv_heads_ = 0, head_dim_ = 0, length_ = 0;
 };
 
 // ---- The whole model ---------------------------------------------------------------------------
@@ -332,11 +397,23 @@ struct DeviceWeights {
     std::int64_t bytes_per_forward = 0;     // weight bytes one forward pass reads, at this width
 };
 
+// Which attention CudaSession runs. standard: attention_naive for prefill, chunks and verify
+// (scores in a [n_heads, n, n_k] scratch), attention_decode for decode. flash: flash_attention for
+// prefill, chunks and verify (no score matrix), and for decode flash_decode (split-K, chunks of
+// flash_decode_chunk keys) once the cache holds at least flash_decode_min_keys keys, below that
+// attention_decode (one block per head is then enough to keep up with the reads).
+enum class SessionAttention { standard, flash };
+const char* to_string(SessionAttention a);
+
 struct CudaOptions {
     WeightType weights = WeightType::f32;
     MatmulKernel matmul = MatmulKernel::automatic;
     bool naive_decode_attention = false;  // decode through attention_naive instead of attention_decode
     bool graph = false;  // decode by replaying one CUDA graph of the whole step (CudaSession::decode)
+    KvType kv = KvType::fp32;  // the cache's storage (int8: kv_write_int8, attention reads int8 + scales)
+    SessionAttention attention = SessionAttention::standard;
+    int flash_decode_min_keys = 1024;  // flash: decode through flash_decode from this many keys on
+    int flash_decode_chunk = 256;      // flash: keys per split of flash_decode
 };
 
 // glass::Session on the GPU: weights uploaded once at construction; prefill and decode run every
@@ -354,6 +431,7 @@ public:
     // Speculative decoding: one pass keeping every row's logits [n, vocab]; rollback by length.
     std::span<const float> verify(std::span<const int> ids) override;
     void rewind(int position) override { cache_.rewind(position); }
+    KvType kv_type() const override { return cache_.type(); }
     std::int64_t kv_bytes_used() const override { return cache_.bytes_used(config_); }
     std::int64_t weight_bytes() const override { return weights_.bytes_per_forward; }
     const char* backend_name() const override { return "the CUDA backend"; }
@@ -366,8 +444,11 @@ private:
     std::span<const float> forward(std::span<const int> ids, bool every_row = false);
     // Queues a whole forward pass of n tokens (ids already on the device) into logits_dev_ (the
     // last row's logits), or into every_row [n, vocab] when given.
+    // decode_kernel: n = 1 through the decode attention (attention_decode, or flash_decode when
+    // flash_decode is set: n_keys may then be on the device, the grid sized for the whole window).
     void enqueue_forward(const int* d_ids, int n, IntArg start_pos, IntArg n_keys, bool decode_kernel,
-                         float* every_row = nullptr);
+                         float* every_row = nullptr, bool flash_decode = false);
+    bool uses_flash_decode(int n_keys) const;  // the decode attention for a cache of n_keys keys
     std::span<const float> decode_with_graph(int id);
     void ensure_scratch(int n_tokens, std::int64_t score_floats);
 
@@ -388,6 +469,8 @@ private:
     // {id, position, position + 1} on the device, rewritten before each replay.
     DeviceGraph decode_graph_;
     int graph_generation_ = -1;  // scratch_generation_ when decode_graph_ was captured
+    bool graph_flash_ = false;   // decode_graph_ holds flash_decode (recaptured when the choice changes)
+    DeviceBuffer flash_partial_; // flash_decode's partials for the whole window (attention = flash)
     DeviceBuffer step_;
 };
 

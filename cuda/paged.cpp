@@ -21,7 +21,10 @@
 ///   logits = rmsnorm(last) Wclsᵀ                                  [n_logits, vocab] -> host
 ///
 /// The pool is keys_, values_ [layer][num_blocks · block_size, kv_dim] in device memory, NaN until
-/// a row is written, so attention that reads a row nobody wrote poisons the logits visibly.
+/// a row is written, so attention that reads a row nobody wrote poisons the logits visibly. With
+/// CudaPagedOptions::kv = int8 they hold int8, and key_scales_, value_scales_ [layer][num_blocks ·
+/// block_size, n_kv_heads] one scale per (pool row, KV head), NaN until written (a NaN scale makes
+/// its row NaN); paged_kv_write_int8 quantizes, the attentions read int8 + scales.
 /// ```
 #include <algorithm>
 #include <cmath>
@@ -96,20 +99,15 @@ CudaPagedBackend::~CudaPagedBackend() = default;
 
 void CudaPagedBackend::allocate_pool(int num_blocks, int block_size) {
     if (num_blocks < 1 || block_size < 1) fail("KV pool of ", num_blocks, " blocks of ", block_size, " positions");
-    const std::size_t floats = static_cast<std::size_t>(config_.n_layers) * static_cast<std::size_t>(num_blocks) *
-                               static_cast<std::size_t>(block_size) * static_cast<std::size_t>(config_.kv_dim());
-    keys_ = DeviceBuffer();  // free the old pool before allocating the new one
-    values_ = DeviceBuffer();
-    keys_ = DeviceBuffer(floats * sizeof(float));
-    values_ = DeviceBuffer(floats * sizeof(float));
-    poison(keys_.f32(), floats);
-    poison(values_.f32(), floats);
+    const std::size_t rows = static_cast<std::size_t>(config_.n_layers) * static_cast<std::size_t>(num_blocks) *
+                             static_cast<std::size_t>(block_size);
+    allocate_kv_rows(options_.kv, rows, config_.kv_dim(), config_.n_kv_heads, keys_, values_, key_scales_, value_scales_);
     num_blocks_ = num_blocks;
     block_size_ = block_size;
 }
 
 std::int64_t CudaPagedBackend::pool_bytes() const {
-    return static_cast<std::int64_t>(keys_.bytes() + values_.bytes());
+    return static_cast<std::int64_t>(keys_.bytes() + values_.bytes() + key_scales_.bytes() + value_scales_.bytes());
 }
 
 // Grows the scratch to n_rows rows, n_logits logit rows and score_floats scores; new buffers are
@@ -160,14 +158,16 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
     const MatmulKernel mm = options_.matmul;
     const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim()};
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-    const std::size_t layer_floats = static_cast<std::size_t>(num_blocks_) * static_cast<std::size_t>(block_size_) *
-                                     static_cast<std::size_t>(c.kv_dim());
+    const std::size_t layer_rows = static_cast<std::size_t>(num_blocks_) * static_cast<std::size_t>(block_size_);
+    const std::size_t layer_values = layer_rows * static_cast<std::size_t>(c.kv_dim());
+    const std::size_t layer_scales = layer_rows * static_cast<std::size_t>(c.n_kv_heads);
+    const bool int8 = options_.kv == KvType::int8;
 
     embedding(weights_.embedding.view, step.ids(ints_.i32()), n, x_.f32());  // [N, dim]
     for (int l = 0; l < c.n_layers; ++l) {
         const DeviceWeights::Layer& w = weights_.layers[static_cast<std::size_t>(l)];
-        float* pool_keys = keys_.f32() + static_cast<std::size_t>(l) * layer_floats;
-        float* pool_values = values_.f32() + static_cast<std::size_t>(l) * layer_floats;
+        const std::size_t at = static_cast<std::size_t>(l) * layer_values;
+        const std::size_t scales_at = static_cast<std::size_t>(l) * layer_scales;
         // Attention half.
         rmsnorm(x_.f32(), w.rms_att.f32(), n, c.dim, c.norm_eps, xn_.f32());
         matmul(mm, xn_.f32(), n, w.wq.view, q_.f32());  // [N, dim]
@@ -175,9 +175,25 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
         matmul(mm, xn_.f32(), n, w.wv.view, v_.f32());  // [N, kv_dim]
         rope_rows(q_.f32(), n, c.n_heads, c.head_dim(), rows.positions, weights_.frequencies.f32(), c.rope_layout);
         rope_rows(k_.f32(), n, c.n_kv_heads, c.head_dim(), rows.positions, weights_.frequencies.f32(), c.rope_layout);
-        paged_kv_write(pool_keys, pool_values, k_.f32(), v_.f32(), c.kv_dim(), rows);
-        (options_.naive_attention ? paged_attention_naive : paged_attention)(q_.f32(), pool_keys, pool_values, rows,
-                                                                            dims, scale, scores_.f32(), att_.f32());
+        KvRows pool_keys, pool_values;
+        if (int8) {
+            std::int8_t* keys = static_cast<std::int8_t*>(keys_.data()) + at;
+            std::int8_t* values = static_cast<std::int8_t*>(values_.data()) + at;
+            float* key_scales = key_scales_.f32() + scales_at;
+            float* value_scales = value_scales_.f32() + scales_at;
+            paged_kv_write_int8(keys, key_scales, values, value_scales, k_.f32(), v_.f32(), c.n_kv_heads,
+                                c.head_dim(), rows);
+            pool_keys = KvRows::int8(keys, key_scales);
+            pool_values = KvRows::int8(values, value_scales);
+        } else {
+            paged_kv_write(keys_.f32() + at, values_.f32() + at, k_.f32(), v_.f32(), c.kv_dim(), rows);
+            pool_keys = KvRows::fp32(keys_.f32() + at);
+            pool_values = KvRows::fp32(values_.f32() + at);
+        }
+        if (options_.naive_attention)
+            paged_attention_naive(q_.f32(), pool_keys, pool_values, rows, dims, scale, scores_.f32(), att_.f32());
+        else
+            paged_attention(q_.f32(), pool_keys, pool_values, rows, dims, scale, scores_.f32(), att_.f32());
         matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
         residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
         // MLP half.

@@ -8,12 +8,14 @@
 /// of a request is pool row table[p / block_size] * block_size + p % block_size.
 ///
 ///   PagedRows, PagedStep, plan_step()    one step's rows as the kernels read them   paged.cpp
-///   paged_kv_write()                     K/V rows into their pool slots             paged_attention.cu
+///   paged_kv_write(), paged_kv_write_int8()   K/V rows into their pool slots        paged_attention.cu
 ///   paged_attention_naive(), paged_attention()   attention through block tables     paged_attention.cu
 ///   CudaPagedBackend                     serve::PagedBackend on the GPU             paged.cpp
 ///
 /// rope_rows() (rope.cu), the per-row RoPE a step also needs, sits with the other stages in
-/// glass_cuda.hpp.
+/// glass_cuda.hpp. With KvType::int8 (CudaPagedOptions::kv) the pool holds int8 K/V
+/// [num_blocks * block_size, kv_dim] plus one fp32 scale per (pool row, KV head), [num_blocks *
+/// block_size, n_kv_heads], for K and for V: the CPU's PagedKVPool(..., KvType::int8) values.
 /// ```
 #pragma once
 
@@ -62,6 +64,11 @@ PagedStep plan_step(std::span<const serve::BatchEntry> batch, int block_size);
 // kv_dim]. The slots were checked on the host (serve::check_batch).
 void paged_kv_write(float* d_pool_keys, float* d_pool_values, const float* d_k, const float* d_v, int kv_dim,
                     const PagedRows& rows);
+// The int8 pool: pool rows rows.slots[r] of keys/values [pool_rows, n_kv_heads * head_dim] int8 and
+// of key/value scales [pool_rows, n_kv_heads] = quantize_kv_row (glass/kv_cache.hpp) of row r of k, v.
+void paged_kv_write_int8(std::int8_t* d_pool_keys, float* d_pool_key_scales, std::int8_t* d_pool_values,
+                         float* d_pool_value_scales, const float* d_k, const float* d_v, int n_kv_heads, int head_dim,
+                         const PagedRows& rows);
 // out [n_rows, n_heads * head_dim]: row r of q [n_rows, n_heads * head_dim] attends to positions
 // 0 .. positions[r] of its own request, read from the pool through its block table (causal per
 // request; GQA as in attention_naive). Both compute every row the same way whatever else is in
@@ -75,6 +82,13 @@ void paged_attention_naive(const float* d_q, const float* d_pool_keys, const flo
 void paged_attention(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
                      const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
                      float* d_out);
+// Both over a pool of either type (KvRows, glass_cuda.hpp: fp32, or int8 + scales); the fp32 calls
+// above are these.
+void paged_attention_naive(const float* d_q, const KvRows& pool_keys, const KvRows& pool_values,
+                           const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
+                           float* d_out);
+void paged_attention(const float* d_q, const KvRows& pool_keys, const KvRows& pool_values, const PagedRows& rows,
+                     const AttentionDims& dims, float scale, float* d_scores, float* d_out);
 
 struct CudaPagedOptions {
     WeightType weights = WeightType::f32;
@@ -84,6 +98,7 @@ struct CudaPagedOptions {
     // shape, and then a request's tokens would depend on who else is in the batch.
     MatmulKernel matmul = MatmulKernel::tiled;
     bool naive_attention = false;  // paged_attention_naive instead of paged_attention
+    KvType kv = KvType::fp32;      // the pool's storage: int8 = paged_kv_write_int8, attention reads int8
 };
 
 // serve::PagedBackend on the GPU: weights uploaded once; allocate_pool() puts the K/V pool on the
@@ -98,7 +113,8 @@ public:
 
     const ModelConfig& config() const override { return config_; }
     void allocate_pool(int num_blocks, int block_size) override;
-    std::int64_t pool_bytes() const override;
+    std::int64_t pool_bytes() const override;  // K, V and (int8) their scales, as allocated
+    KvType kv_type() const override { return options_.kv; }
     std::span<const float> forward(std::span<const serve::BatchEntry> batch) override;
     std::int64_t weight_bytes() const override { return weights_.bytes_per_forward; }
     const CudaPagedOptions& options() const { return options_; }
@@ -109,9 +125,10 @@ private:
     ModelConfig config_;
     CudaPagedOptions options_;
     DeviceWeights weights_;
-    // The pool: keys_, values_ [layer][num_blocks * block_size, kv_dim], NaN until written.
+    // The pool: keys_, values_ [layer][num_blocks * block_size, kv_dim], fp32 NaN until written; or
+    // int8 with key_scales_, value_scales_ [layer][num_blocks * block_size, n_kv_heads], NaN until written.
     int num_blocks_ = 0, block_size_ = 0;
-    DeviceBuffer keys_, values_;
+    DeviceBuffer keys_, values_, key_scales_, value_scales_;
     // Scratch, grown (never shrunk) to the largest step seen; NaN-filled when (re)allocated.
     int scratch_rows_ = 0, logit_rows_ = 0;
     std::int64_t score_capacity_ = 0;

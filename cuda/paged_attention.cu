@@ -11,6 +11,10 @@
 ///
 /// paged_kv_write: pool row slots[r] = k, v row r (slots[r] is the pool row of pos(r)). One
 ///   thread per number. It runs before the attention, so a prompt chunk's rows see each other.
+/// paged_kv_write_int8 (KvType::int8): the pool is int8 [num_blocks · block_size, kv_dim] plus
+///   scales [num_blocks · block_size, n_kv_heads] for K and for V; pool row slots[r] =
+///   quantize_kv_row (glass/kv_cache.hpp) of k, v row r, one warp per (row, KV head), exactly the
+///   CPU pool's integers and scales (common.cuh's warp_quantize_int8).
 /// Then row r attends to positions 0 .. pos(r) of its own request (causal per request; query
 /// head h reads KV head h / (n_heads / n_kv_heads)):
 ///
@@ -22,6 +26,9 @@
 ///   cache: threads split the keys for the scores and the softmax's max and sum, then split
 ///   head_dim for the weighted sum, block by block of the table (coalesced reads of V rows).
 ///   Scores go to a scratch row of max_keys floats per (row, head).
+///
+/// Both attentions read fp32 or int8 pools through one kernel body each: a template over
+/// common.cuh's row reader, which gives back scale · (float)q for int8 (the CPU pool's values).
 ///
 /// Batch invariance. The engine's tests demand that a request's tokens equal the request run
 /// alone, so no number a row gets may depend on the rest of the batch. Here nothing does: which
@@ -62,10 +69,40 @@ void paged_kv_write(float* d_pool_keys, float* d_pool_values, const float* d_k, 
     CHECK_LAUNCH("paged_kv_write_kernel");
 }
 
+constexpr int kQuantizeWarps = 4;  // warps per block of paged_kv_write_int8_kernel
+
+// Warp w (of the whole grid) quantizes group w = (row r, KV head g) of k and of v into pool row
+// slots[r]. A warp past the last group returns whole, so every shuffle sees all 32 lanes.
+__global__ void paged_kv_write_int8_kernel(std::int8_t* pool_keys, float* key_scales, std::int8_t* pool_values,
+                                           float* value_scales, const float* k, const float* v, int n_rows,
+                                           int n_kv_heads, int head_dim, const int* slots) {
+    const std::int64_t group = blockIdx.x * std::int64_t{kQuantizeWarps} + threadIdx.x / 32;
+    if (group >= std::int64_t{n_rows} * n_kv_heads) return;
+    const std::int64_t r = group / n_kv_heads, g = group % n_kv_heads;
+    const std::int64_t slot = slots[r];
+    const std::int64_t kv_dim = std::int64_t{n_kv_heads} * head_dim;
+    const std::int64_t from = r * kv_dim + g * head_dim, to = slot * kv_dim + g * head_dim;
+    warp_quantize_int8(k + from, head_dim, pool_keys + to, key_scales + slot * n_kv_heads + g);
+    warp_quantize_int8(v + from, head_dim, pool_values + to, value_scales + slot * n_kv_heads + g);
+}
+
+void paged_kv_write_int8(std::int8_t* d_pool_keys, float* d_pool_key_scales, std::int8_t* d_pool_values,
+                         float* d_pool_value_scales, const float* d_k, const float* d_v, int n_kv_heads, int head_dim,
+                         const PagedRows& rows) {
+    if (rows.n_rows < 1 || n_kv_heads < 1 || head_dim < 1)
+        fail("paged_kv_write_int8: ", rows.n_rows, " rows of ", n_kv_heads, " KV heads of ", head_dim);
+    const std::int64_t groups = std::int64_t{rows.n_rows} * n_kv_heads;
+    paged_kv_write_int8_kernel<<<grid_for(groups, kQuantizeWarps), kQuantizeWarps * 32>>>(
+        d_pool_keys, d_pool_key_scales, d_pool_values, d_pool_value_scales, d_k, d_v, rows.n_rows, n_kv_heads,
+        head_dim, rows.slots);
+    CHECK_LAUNCH("paged_kv_write_int8_kernel");
+}
+
 // ---- naive ---------------------------------------------------------------------------------------
 
 // scores [n_rows, n_heads, max_keys]; one thread per score.
-__global__ void paged_scores_kernel(const float* q, const float* pool_keys, PagedRows rows, int n_heads,
+template <class Rows>
+__global__ void paged_scores_kernel(const float* q, Rows pool_keys, PagedRows rows, int n_heads,
                                     int n_kv_heads, int head_dim, float scale, float* scores) {
     const std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
     if (idx >= std::int64_t{rows.n_rows} * n_heads * rows.max_keys) return;
@@ -79,15 +116,15 @@ __global__ void paged_scores_kernel(const float* q, const float* pool_keys, Page
     }
     const int* table = rows.block_ids + rows.table_start[r];
     const float* q_row = q + (std::int64_t{r} * n_heads + h) * head_dim;
-    const float* k_row = pool_keys + pool_row_of(table, rows.block_size, j) * n_kv_heads * head_dim +
-                         std::int64_t{g} * head_dim;
+    const auto k_row = pool_keys.row(pool_row_of(table, rows.block_size, j), g);
     float dot = 0.0f;
     for (int d = 0; d < head_dim; ++d) dot += q_row[d] * k_row[d];
     scores[idx] = dot * scale;
 }
 
 // out [n_rows, n_heads, head_dim]; one thread per output number, keys in order.
-__global__ void paged_values_kernel(const float* weights, const float* pool_values, PagedRows rows, int n_heads,
+template <class Rows>
+__global__ void paged_values_kernel(const float* weights, Rows pool_values, PagedRows rows, int n_heads,
                                     int n_kv_heads, int head_dim, float* out) {
     const std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
     if (idx >= std::int64_t{rows.n_rows} * n_heads * head_dim) return;
@@ -99,8 +136,7 @@ __global__ void paged_values_kernel(const float* weights, const float* pool_valu
     const float* w_row = weights + (std::int64_t{r} * n_heads + h) * rows.max_keys;
     float sum = 0.0f;
     for (int j = 0; j <= rows.positions[r]; ++j)  // masked weights are exactly 0: not read
-        sum += w_row[j] * pool_values[pool_row_of(table, rows.block_size, j) * n_kv_heads * head_dim +
-                                      std::int64_t{g} * head_dim + d];
+        sum += w_row[j] * pool_values.row(pool_row_of(table, rows.block_size, j), g)[d];
     out[idx] = sum;
 }
 
@@ -113,10 +149,10 @@ static void check_paged(const PagedRows& rows, const AttentionDims& s) {
              " keys at most");
 }
 
-void paged_attention_naive(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
-                           const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
-                           float* d_out) {
-    check_paged(rows, dims);
+template <class Rows>
+static void paged_attention_naive_launch(const float* d_q, Rows d_pool_keys, Rows d_pool_values,
+                                         const PagedRows& rows, const AttentionDims& dims, float scale,
+                                         float* d_scores, float* d_out) {
     const std::int64_t n_scores = std::int64_t{rows.n_rows} * dims.n_heads * rows.max_keys;
     paged_scores_kernel<<<grid_for(n_scores, 256), 256>>>(d_q, d_pool_keys, rows, dims.n_heads, dims.n_kv_heads,
                                                           dims.head_dim, scale, d_scores);
@@ -128,13 +164,31 @@ void paged_attention_naive(const float* d_q, const float* d_pool_keys, const flo
     CHECK_LAUNCH("paged_values_kernel");
 }
 
+void paged_attention_naive(const float* d_q, const KvRows& pool_keys, const KvRows& pool_values,
+                           const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
+                           float* d_out) {
+    check_paged(rows, dims);
+    check_kv_rows(pool_keys, pool_values, "paged_attention_naive");
+    with_kv_readers(pool_keys, pool_values, dims, [&](auto key_rows, auto value_rows) {
+        paged_attention_naive_launch(d_q, key_rows, value_rows, rows, dims, scale, d_scores, d_out);
+    });
+}
+
+void paged_attention_naive(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
+                           const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
+                           float* d_out) {
+    paged_attention_naive(d_q, KvRows::fp32(d_pool_keys), KvRows::fp32(d_pool_values), rows, dims, scale, d_scores,
+                          d_out);
+}
+
 // ---- one block per (row, head) -------------------------------------------------------------------
 
 constexpr int kPagedThreads = 128;
 
 // grid: n_rows · n_heads blocks, block b = (row b / n_heads, head b % n_heads); dynamic shared
 // memory: head_dim floats (the query).
-__global__ void paged_attention_kernel(const float* q, const float* pool_keys, const float* pool_values,
+template <class Rows>
+__global__ void paged_attention_kernel(const float* q, Rows pool_keys, Rows pool_values,
                                        PagedRows rows, int n_heads, int n_kv_heads, int head_dim, float scale,
                                        float* scores, float* out) {
     extern __shared__ float q_head[];  // [head_dim]
@@ -143,7 +197,6 @@ __global__ void paged_attention_kernel(const float* q, const float* pool_keys, c
     const int n_k = rows.positions[r] + 1;  // causal: positions 0 .. pos(r) of its own request
     const int block_size = rows.block_size;
     const int* table = rows.block_ids + rows.table_start[r];
-    const int kv_stride = n_kv_heads * head_dim;  // floats between consecutive pool rows
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x)
         q_head[d] = q[(std::int64_t{r} * n_heads + h) * head_dim + d];
     __syncthreads();
@@ -153,7 +206,7 @@ __global__ void paged_attention_kernel(const float* q, const float* pool_keys, c
     float* s = scores + std::int64_t{blockIdx.x} * rows.max_keys;
     float thread_max = -INFINITY;
     for (int j = threadIdx.x; j < n_k; j += blockDim.x) {
-        const float* k_row = pool_keys + pool_row_of(table, block_size, j) * kv_stride + std::int64_t{g} * head_dim;
+        const auto k_row = pool_keys.row(pool_row_of(table, block_size, j), g);
         float dot = 0.0f;
         for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
         s[j] = dot * scale;
@@ -167,25 +220,39 @@ __global__ void paged_attention_kernel(const float* q, const float* pool_keys, c
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
         float acc = 0.0f;
         for (int first = 0; first < n_k; first += block_size) {  // positions first .. first + block_size - 1
-            const float* v_block = pool_values + std::int64_t{table[first / block_size]} * block_size * kv_stride +
-                                   std::int64_t{g} * head_dim + d;
+            const std::int64_t block_row = std::int64_t{table[first / block_size]} * block_size;
             const int in_block = min(block_size, n_k - first);
-            for (int o = 0; o < in_block; ++o) acc += s[first + o] * v_block[std::int64_t{o} * kv_stride];
+            for (int o = 0; o < in_block; ++o) acc += s[first + o] * pool_values.row(block_row + o, g)[d];
         }
         out[(std::int64_t{r} * n_heads + h) * head_dim + d] = acc / sum;
     }
 }
 
-void paged_attention(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
-                     const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
-                     float* d_out) {
-    check_paged(rows, dims);
+template <class Rows>
+static void paged_attention_launch(const float* d_q, Rows d_pool_keys, Rows d_pool_values, const PagedRows& rows,
+                                   const AttentionDims& dims, float scale, float* d_scores, float* d_out) {
     const std::size_t shared_bytes = static_cast<std::size_t>(dims.head_dim) * sizeof(float);
-    if (shared_bytes > 48 * 1024) fail("paged_attention: head_dim ", dims.head_dim, " is too large");
     const std::int64_t blocks = std::int64_t{rows.n_rows} * dims.n_heads;
     paged_attention_kernel<<<grid_for(blocks, 1), kPagedThreads, shared_bytes>>>(
         d_q, d_pool_keys, d_pool_values, rows, dims.n_heads, dims.n_kv_heads, dims.head_dim, scale, d_scores, d_out);
     CHECK_LAUNCH("paged_attention_kernel");
+}
+
+void paged_attention(const float* d_q, const KvRows& pool_keys, const KvRows& pool_values, const PagedRows& rows,
+                     const AttentionDims& dims, float scale, float* d_scores, float* d_out) {
+    check_paged(rows, dims);
+    check_kv_rows(pool_keys, pool_values, "paged_attention");
+    if (static_cast<std::size_t>(dims.head_dim) * sizeof(float) > 48 * 1024)
+        fail("paged_attention: head_dim ", dims.head_dim, " is too large");
+    with_kv_readers(pool_keys, pool_values, dims, [&](auto key_rows, auto value_rows) {
+        paged_attention_launch(d_q, key_rows, value_rows, rows, dims, scale, d_scores, d_out);
+    });
+}
+
+void paged_attention(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
+                     const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
+                     float* d_out) {
+    paged_attention(d_q, KvRows::fp32(d_pool_keys), KvRows::fp32(d_pool_values), rows, dims, scale, d_scores, d_out);
 }
 
 }  // namespace glass::cuda

@@ -10,11 +10,15 @@
 ///   for each layer:
 ///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ      [n, dim], [n, kv_dim] ×2
 ///     rope(q), rope(k);  cache.write(k, v)                  rows start_pos .. start_pos+n-1
-///     att = attention(q, cache rows 0 .. start_pos+n-1)     naive for prefill, decode kernel for n=1
+///     att = attention(q, cache rows 0 .. start_pos+n-1)     naive for prefill, decode kernel for n=1;
+///                                                           CudaOptions::attention = flash: flash_attention
+///                                                           for prefill, flash_decode for long caches
 ///     x += att Woᵀ
 ///     x += mlp(rmsnorm(x))
 ///   logits = classifier · rmsnorm(x[last])                  [vocab] -> host
 ///
+/// With CudaOptions::kv = int8 the cache keeps int8 K/V plus a scale per (position, KV head)
+/// (cache.write quantizes on the device, kv_write_int8) and both attentions read them directly.
 /// With CudaOptions::graph, decode records that whole sequence of launches once as a CUDA graph and
 /// replays it for every later token (decode_with_graph, at the end).
 /// ```
@@ -89,17 +93,36 @@ static const CudaOptions& checked(const CudaOptions& options) {
     if (options.graph && options.naive_decode_attention)
         fail("the decode graph needs the attention_decode kernel (the naive attention's grid depends "
              "on the position); use one option or the other");
+    if (options.attention == SessionAttention::flash && options.naive_decode_attention)
+        fail("naive_decode_attention and attention = flash both choose the decode attention; use one or the other");
+    if (options.flash_decode_min_keys < 1)
+        fail("flash_decode_min_keys must be at least 1, got ", options.flash_decode_min_keys);
+    if (options.flash_decode_chunk < 1 || options.flash_decode_chunk > 4096)
+        fail("flash_decode_chunk must be in [1, 4096], got ", options.flash_decode_chunk);
     return options;
 }
 
+const char* to_string(SessionAttention a) { return a == SessionAttention::flash ? "flash" : "standard"; }
+
 CudaSession::CudaSession(const Model& model, CudaOptions options)
     : config_(require_device(model.config)), options_(checked(options)), weights_(model, options.weights),
-      cache_(model.config) {
+      cache_(model.config, options.kv) {
     const ModelConfig& c = config_;
     logits_dev_ = DeviceBuffer(static_cast<std::size_t>(c.vocab_size) * sizeof(float));
     ids_ = DeviceBuffer(static_cast<std::size_t>(c.seq_len) * sizeof(int));
     step_ = DeviceBuffer(3 * sizeof(int));
     logits_.resize(static_cast<std::size_t>(c.vocab_size));
+    if (options_.attention == SessionAttention::flash) {  // partials for any cache length: decode never allocates
+        const std::size_t floats = static_cast<std::size_t>(c.n_heads) *
+                                   static_cast<std::size_t>(flash_decode_splits(c.seq_len, options_.flash_decode_chunk)) *
+                                   static_cast<std::size_t>(c.head_dim() + 2);
+        flash_partial_ = DeviceBuffer(floats * sizeof(float));
+        poison(flash_partial_.f32(), floats);
+    }
+}
+
+bool CudaSession::uses_flash_decode(int n_keys) const {
+    return options_.attention == SessionAttention::flash && n_keys >= options_.flash_decode_min_keys;
 }
 
 CudaSession::~CudaSession() = default;
@@ -147,7 +170,8 @@ std::span<const float> CudaSession::forward(std::span<const int> ids, bool every
     const int start_pos = cache_.length();
     const int n_k = start_pos + n;  // keys attended to by the last position
     const bool decode_kernel = n == 1 && !every_row && !options_.naive_decode_attention;
-    ensure_scratch(n, std::int64_t{c.n_heads} * (decode_kernel ? 1 : n) * n_k);
+    const bool flash = options_.attention == SessionAttention::flash;  // flash_attention needs no scores
+    ensure_scratch(n, decode_kernel ? std::int64_t{c.n_heads} * n_k : flash ? 0 : std::int64_t{c.n_heads} * n * n_k);
     float* rows_dev = nullptr;
     std::span<float> out = logits_;
     if (every_row) {
@@ -162,7 +186,7 @@ std::span<const float> CudaSession::forward(std::span<const int> ids, bool every
         out = rows_logits_;
     }
     upload(ids_.data(), ids.data(), ids.size_bytes());
-    enqueue_forward(ids_.i32(), n, start_pos, n_k, decode_kernel, rows_dev);
+    enqueue_forward(ids_.i32(), n, start_pos, n_k, decode_kernel, rows_dev, decode_kernel && uses_flash_decode(n_k));
     cache_.advance(n);
     const void* from = every_row ? rows_logits_dev_.data() : logits_dev_.data();
     download(out.data(), from, out.size_bytes());  // waits for the GPU
@@ -176,7 +200,7 @@ std::span<const float> CudaSession::verify(std::span<const int> ids) { return fo
 // run directly or be recorded into the decode graph. start_pos and n_keys (= start_pos + n) are
 // IntArgs: plain numbers, or (in the graph) ints the kernels read from step_.
 void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, IntArg n_keys, bool decode_kernel,
-                                  float* every_row) {
+                                  float* every_row, bool flash_decode_now) {
     const ModelConfig& c = config_;
     const MatmulKernel mm = options_.matmul;
     const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim()};
@@ -193,11 +217,18 @@ void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, Int
         rope(q_.f32(), n, c.n_heads, c.head_dim(), start_pos, weights_.frequencies.f32(), c.rope_layout);
         rope(k_.f32(), n, c.n_kv_heads, c.head_dim(), start_pos, weights_.frequencies.f32(), c.rope_layout);
         cache_.write(l, start_pos, k_.f32(), v_.f32(), n);
-        if (decode_kernel)
-            attention_decode(q_.f32(), cache_.keys(l), cache_.values(l), n_keys, dims, scale,
+        if (decode_kernel && flash_decode_now)  // under the graph n_keys is on the device: grid for the window
+            flash_decode(q_.f32(), cache_.key_rows(l), cache_.value_rows(l), n_keys,
+                         n_keys.on_device() ? c.seq_len : n_keys.value, dims, scale, options_.flash_decode_chunk,
+                         flash_partial_.f32(), att_.f32());
+        else if (decode_kernel)
+            attention_decode(q_.f32(), cache_.key_rows(l), cache_.value_rows(l), n_keys, dims, scale,
                              scores_.f32(), att_.f32());
+        else if (options_.attention == SessionAttention::flash)
+            flash_attention(q_.f32(), cache_.key_rows(l), cache_.value_rows(l), n, start_pos.value, dims, scale,
+                            att_.f32());
         else
-            attention_naive(q_.f32(), cache_.keys(l), cache_.values(l), n, start_pos.value, dims, scale,
+            attention_naive(q_.f32(), cache_.key_rows(l), cache_.value_rows(l), n, start_pos.value, dims, scale,
                             scores_.f32(), att_.f32());
         matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
         residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
@@ -237,16 +268,22 @@ std::span<const float> CudaSession::decode_with_graph(int id) {
     const int one[1] = {id};
     check_forward_input(c, pos, one);  // the id, and room in the window: all the cache's rule needs
     ensure_scratch(1, std::int64_t{c.n_heads} * c.seq_len);  // scores for any position: no regrowth
-    if (decode_graph_.empty() || graph_generation_ != scratch_generation_) {
-        // First decode, or the scratch buffers moved (the graph holds their addresses): this step
-        // runs the ordinary way, which also warms up what the graph uses (cuBLAS, kernel loading);
-        // then the next steps are recorded. Recording runs nothing, so step_ may hold anything.
+    // Which decode attention this step uses (attention = flash: flash_decode from
+    // flash_decode_min_keys keys on); the graph is recorded for one of the two.
+    const bool flash = uses_flash_decode(pos + 1);
+    if (decode_graph_.empty() || graph_generation_ != scratch_generation_ || flash != graph_flash_) {
+        // First decode, or the scratch buffers moved (the graph holds their addresses), or the
+        // cache just grew into flash_decode's range (or a new sequence fell back below it): this
+        // step runs the ordinary way, which also warms up what the graph uses (cuBLAS, kernel
+        // loading); then the next steps are recorded. Recording runs nothing, so step_ may hold
+        // anything. n_k only grows until reset, so the choice holds for every replay.
         const std::span<const float> logits = forward(one);
         const int* step = step_.i32();  // {id, position, position + 1}
         decode_graph_.capture([&] {
-            enqueue_forward(step, 1, IntArg::at(step + 1), IntArg::at(step + 2), /*decode_kernel=*/true);
+            enqueue_forward(step, 1, IntArg::at(step + 1), IntArg::at(step + 2), /*decode_kernel=*/true, nullptr, flash);
         });
         graph_generation_ = scratch_generation_;
+        graph_flash_ = flash;
         return logits;
     }
     const int step[3] = {id, pos, pos + 1};

@@ -10,7 +10,10 @@
 //      at block sizes 1, 16 and 64: after every step, the blocks in use against the tokens that
 //      hold K/V, and from them the share reserved but unused and how many requests fit at once;
 //      issue 12's targets and whether they hold; the same arithmetic for Llama-2-7B (C8:
-//      524,288 bytes per token) with a 4,096-token window; an SVG of memory over the steps.
+//      524,288 bytes per token) with a 4,096-token window; an SVG of memory over the steps;
+//      (c) the same bytes as an int8 pool (kv_cache.hpp: one byte per value and one fp32 scale
+//      per KV head and position): how many positions they hold, and the same requests through
+//      the engine on the int8 reference backend at block size 16.
 //
 // Where the waste comes from. A max-length reservation holds the whole window from the first
 // token to the last, however short the request turns out. A paged request holds only the blocks
@@ -38,6 +41,7 @@
 #include "glass/config.hpp"
 #include "glass/errors.hpp"
 #include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/kv_cache.hpp"
 #include "glass/generate.hpp"
 #include "glass/metrics.hpp"
 #include "glass/serve/engine.hpp"
@@ -320,6 +324,23 @@ static int run(int argc, char** argv) {
                 holds(ratio16 >= 3.0));
     std::printf("target >= 3x concurrent requests (Llama-2-7B, 4096-token window): %.2fx, %s\n", llama_at_once / windows,
                 holds(llama_at_once / windows >= 3.0));
+
+    // ---- (c) the same bytes as an int8 pool ----
+    // A position costs 2 · layers · KV heads · (head_dim + 4) bytes: the budget holds more of them.
+    const std::int64_t int8_per_token = glass::kv_bytes_per_token(c, glass::KvType::int8);
+    const int int8_positions = static_cast<int>(budget_bytes / (int8_per_token * 16) * 16);  // whole blocks of 16
+    std::printf("\n(c) the same %lld bytes as an int8 pool (one byte per value, one fp32 scale per KV head and position)\n",
+                static_cast<long long>(budget_bytes));
+    std::printf("int8 KV bytes per token: %lld (fp32 %lld, %.2fx)\n", static_cast<long long>(int8_per_token),
+                static_cast<long long>(per_token), static_cast<double>(per_token) / static_cast<double>(int8_per_token));
+    std::printf("int8 pool positions: %d (fp32 %d)\n", int8_positions, budget_positions);
+    glass::serve::CpuPagedBackend int8_backend(model, glass::KvType::int8);
+    const PagedRun int8_run = run_paged(int8_backend, tok, workload, 16, int8_positions);
+    const double int8_at_once = int8_positions / int8_run.reserved_per_request();
+    std::printf("int8 block 16: %d blocks, %zu steps, %d preemptions, peak running %d\n", int8_run.num_blocks,
+                int8_run.steps.size(), int8_run.preemptions, int8_run.peak_running());
+    std::printf("int8 block 16 requests at once: %.1f (%.2fx fp32 paged, %.2fx max-length fp32)\n", int8_at_once,
+                int8_at_once / (budget_positions / paged16.reserved_per_request()), int8_at_once / max_length_fit);
 
     draw_chart(paged16, per_token, context, budget_bytes, svg_path);
     std::printf("\nsvg written: %s\n", svg_path.c_str());

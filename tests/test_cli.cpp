@@ -205,6 +205,8 @@ TEST_CASE("cli: device flags that do not fit together name themselves") {
     CHECK(expect_error("generate -p hi --device gpu", {"--device", "gpu"}).exit_code == 2);
     CHECK(expect_error("generate -p hi --cuda-graph", {"--cuda-graph", "--device cuda"}).exit_code == 2);
     CHECK(expect_error("generate -p hi --device cuda --threads 2", {"--threads"}).exit_code == 2);
+    CHECK(expect_error("generate -p hi --cuda-attention flash", {"--cuda-attention", "--device cuda"}).exit_code == 2);
+    CHECK(expect_error("generate -p hi --device cuda --cuda-attention fast", {"--cuda-attention", "'fast'"}).exit_code == 2);
 }
 
 TEST_CASE("cli: a bad --kv is a usage error (exit 2) in every command that takes it") {
@@ -212,7 +214,12 @@ TEST_CASE("cli: a bad --kv is a usage error (exit 2) in every command that takes
         CAPTURE(command);
         CHECK(expect_error(std::string(command) + " --kv int4", {"--kv must be fp32 or int8, got 'int4'"}).exit_code == 2);
     }
-    CHECK(expect_error("generate -p hi --device cuda --kv int8", {"--kv int8 runs on the CPU"}).exit_code == 2);
+    // --kv int8 runs on --device cuda too (CudaOptions::kv): never a usage error. This build may have
+    // no CUDA or no device ("built without CUDA", "no CUDA device"); test_cuda_model runs it for real.
+    const test::Run cuda_int8 = test::run(glass_cmd() + " generate -p hi -n 2 --device cuda --kv int8");
+    CAPTURE(cuda_int8.err);
+    CHECK(cuda_int8.exit_code != 2);
+    CHECK(cuda_int8.err.find("runs on the CPU") == std::string::npos);
 }
 
 TEST_CASE("cli: --activations takes fp32 or int8, and int8 only with q8/q4 weights (and without --draft)") {

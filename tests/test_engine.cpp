@@ -171,19 +171,42 @@ TEST_CASE("per-request timings: token times rise from arrival, TTFT is the first
     }
 }
 
-TEST_CASE("the reference paged forward equals CpuSession fed one token at a time, bit for bit") {
+TEST_CASE("the reference paged forward equals CpuSession fed one token at a time, bit for bit (fp32 and int8 KV)") {
     // Batch invariance: the paged reference multiplies row by row with the same calls
-    // CpuSession makes for one decoded token, so their logits are identical.
+    // CpuSession makes for one decoded token, so their logits are identical. With an int8 pool
+    // both round each stored row the same way (kv_cache.hpp's round_kv_row_to_int8), so that
+    // holds for the int8 cache too; and int8 really changes the logits.
     const glass::Model& m = test::shipped();
-    CpuPagedBackend backend(m);
-    glass::serve::PagedSession paged(backend, 4);
-    glass::CpuSession cpu(m);
     const std::vector<int> ids = test::shipped_tok().encode("Lily went to the park", true, false);
-    std::vector<float> cpu_logits;
-    for (int id : ids) {
-        const std::span<const float> l = cpu.decode(id);
-        cpu_logits.assign(l.begin(), l.end());
+    std::vector<std::vector<float>> by_type;
+    for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8}) {
+        CAPTURE(glass::to_string(kv));
+        CpuPagedBackend backend(m, kv);
+        glass::serve::PagedSession paged(backend, 4);
+        glass::CpuSession cpu(m, kv);
+        std::vector<float> cpu_logits;
+        for (int id : ids) {
+            const std::span<const float> l = cpu.decode(id);
+            cpu_logits.assign(l.begin(), l.end());
+        }
+        const std::span<const float> l = paged.prefill(ids);
+        CHECK(std::equal(l.begin(), l.end(), cpu_logits.begin()));
+        CHECK(paged.kv_type() == kv);
+        CHECK(paged.kv_bytes_used() == cpu.kv_bytes_used());
+        CHECK(paged.kv_bytes_used() == static_cast<std::int64_t>(ids.size()) * glass::kv_bytes_per_token(m.config, kv));
+        by_type.push_back(cpu_logits);
     }
-    const std::span<const float> l = paged.prefill(ids);
-    CHECK(std::equal(l.begin(), l.end(), cpu_logits.begin()));
+    CHECK(by_type[0] != by_type[1]);
+}
+
+TEST_CASE("int8 KV pool: randomized workloads equal each request alone, and the metrics count int8 bytes") {
+    const glass::Model& m = test::shipped();
+    CpuPagedBackend backend(m, glass::KvType::int8), alone(m, glass::KvType::int8);
+    test::check_workload_grid(backend, alone, test::shipped_tok(), /*first_seed=*/7);
+    Engine engine(backend, test::shipped_tok());
+    engine.add_request("Once upon a time", greedy(4));
+    const std::vector<glass::serve::RequestResult> done = engine.run_to_completion();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].metrics.kv_bytes_per_token == glass::kv_bytes_per_token(m.config, glass::KvType::int8));
+    CHECK(done[0].metrics.kv_bytes_per_token == 2 * 5 * 4 * (8 + 4));  // 2 x layers x KV heads x (head_dim + a scale)
 }

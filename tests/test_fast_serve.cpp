@@ -53,11 +53,18 @@ struct Config {
     int threads;
     WeightType weights;
     bool portable;
+    glass::KvType kv = glass::KvType::fp32;
 };
 std::string name_of(const Config& c) {
     return std::to_string(c.threads) + " thread(s), " + glass::fast::to_string(c.weights) +
-           (c.portable ? ", portable kernels" : "");
+           (c.portable ? ", portable kernels" : "") + ", KV " + glass::to_string(c.kv);
 }
+FastOptions options_of(const Config& c) {
+    FastOptions o{c.threads, c.weights, c.portable, 512};
+    o.kv = c.kv;
+    return o;
+}
+constexpr glass::KvType kInt8 = glass::KvType::int8;
 
 }  // namespace
 
@@ -69,9 +76,10 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
         const glass::ModelConfig& c = model->config;
         const int V = c.vocab_size, bs = 4;
         for (const Config& cfg : {Config{1, WeightType::fp32, false}, Config{2, WeightType::fp32, false},
-                                  Config{2, WeightType::q8_0, false}, Config{2, WeightType::fp32, true}}) {
+                                  Config{2, WeightType::q8_0, false}, Config{2, WeightType::fp32, true},
+                                  Config{2, WeightType::fp32, false, kInt8}}) {
             INFO("dim " << c.dim << ", " << name_of(cfg));
-            const FastOptions options{cfg.threads, cfg.weights, cfg.portable, 512};
+            const FastOptions options = options_of(cfg);
             FastPagedBackend b(*model, options);
             b.allocate_pool(96, bs);
             // T: 37 tokens (9 blocks and a bit); its last token's logits are what we compare.
@@ -168,7 +176,9 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
 
             // The same bits with 1 or 2 threads: every output is computed whole by one thread.
             if (cfg.threads == 2) {
-                FastPagedBackend one_thread(*model, {1, cfg.weights, cfg.portable, 512});
+                Config one = cfg;
+                one.threads = 1;
+                FastPagedBackend one_thread(*model, options_of(one));
                 one_thread.allocate_pool(10, bs);
                 const std::vector<int> table = blocks(0, 10);
                 const BatchEntry e{t_all, 0, table, true};
@@ -184,10 +194,10 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
 TEST_CASE("randomized workloads on the fast backend: each request's tokens equal the request run alone") {
     const glass::Model& m = test::shipped();
     for (const Config& cfg : {Config{2, WeightType::fp32, false}, Config{1, WeightType::fp32, false},
-                              Config{2, WeightType::q8_0, false}}) {
+                              Config{2, WeightType::q8_0, false}, Config{2, WeightType::fp32, false, kInt8}}) {
         INFO(name_of(cfg));
-        FastPagedBackend backend(m, {cfg.threads, cfg.weights, cfg.portable, 512});
-        FastPagedBackend alone(m, {cfg.threads, cfg.weights, cfg.portable, 512});
+        FastPagedBackend backend(m, options_of(cfg));
+        FastPagedBackend alone(m, options_of(cfg));
         // The reference's grid (test_engine.cpp), other seeds.
         test::check_workload_grid(backend, alone, test::shipped_tok(), /*first_seed=*/100);
     }
@@ -196,20 +206,26 @@ TEST_CASE("randomized workloads on the fast backend: each request's tokens equal
 // ---------------------------------------------------------------------------------------------
 // (2) Against the CPU reference backend, and the goldens.
 
-TEST_CASE("fp32: the fast backend's logits are the reference backend's within 1e-5, step by step on the same batches") {
+TEST_CASE("fp32 and int8 KV: the fast backend's logits are the reference backend's, step by step on the same batches") {
     // Both compute the same products of the same fp32 numbers, summed in a different order (the
     // kernel's FMA chain over 256-input chunks vs Eigen's blocked sums; a 16-lane exp vs
     // std::exp; tabulated vs recomputed RoPE angles): each logit moves by a few fp32 ulps of
     // the partial sums, ~1e-7 relative per product, compounding mildly over layers. 1e-5 leaves
     // ~50× headroom over what FastCpuSession measures (6e-7) while any real bug (a wrong block,
     // position or row) moves logits by 1e-2 or more.
+    // With an int8 pool (both backends round every stored row to int8 with one scale per KV head):
+    // 1e-3, as FastCpuSession's int8 cache against CpuSession's (test_fast_cpu.cpp): K and V ~1e-7
+    // apart can round to neighbouring integers near a half step, one step of max|x|/127 on a few
+    // values (~1e-4 on the logits), still 1/30 of what int8 itself moves them; a wrong scale or a
+    // row of the wrong block moves them by 1e-2 or more.
     for (const glass::Model* model : {&test::shipped(), &wide_model()})
         for (const Config& cfg : {Config{1, WeightType::fp32, false}, Config{2, WeightType::fp32, false},
-                                  Config{2, WeightType::fp32, true}}) {
+                                  Config{2, WeightType::fp32, true}, Config{2, WeightType::fp32, false, kInt8},
+                                  Config{1, WeightType::fp32, true, kInt8}}) {
             const glass::ModelConfig& c = model->config;
             INFO("dim " << c.dim << ", " << name_of(cfg));
-            FastPagedBackend fast(*model, {cfg.threads, cfg.weights, cfg.portable, 512});
-            glass::serve::CpuPagedBackend ref(*model);
+            FastPagedBackend fast(*model, options_of(cfg));
+            glass::serve::CpuPagedBackend ref(*model, cfg.kv);
             fast.allocate_pool(40, 5);
             ref.allocate_pool(40, 5);
             // Three sequences: A prefills in two chunks then decodes; B arrives later; C shares
@@ -250,7 +266,7 @@ TEST_CASE("fp32: the fast backend's logits are the reference backend's within 1e
                 }
             }
             CHECK(compared == 4 + 18);
-            CHECK(worst <= 1e-5);
+            CHECK(worst <= (cfg.kv == kInt8 ? 1e-3 : 1e-5));
             MESSAGE("dim " << c.dim << ", " << name_of(cfg) << ": worst relative error " << worst);
         }
 }
@@ -297,6 +313,14 @@ TEST_CASE("bad batches are refused with the offending value, before anything is 
     CHECK_THROWS_WITH_AS(b.allocate_pool(8, -1), doctest::Contains("8 blocks of -1"), glass::Error);
     b.allocate_pool(8, 4);
     CHECK(b.pool_bytes() == 2 * 5 * 8 * 4 * 32 * 4);  // K and V x 5 layers x 32 positions x kv_dim 32 x 4 B
+    {
+        FastPagedBackend int8(m, options_of({2, WeightType::fp32, false, kInt8}));
+        int8.allocate_pool(8, 4);
+        CHECK(int8.kv_type() == kInt8);
+        // K and V x 5 layers x 32 positions x (kv_dim 32 bytes + 4 KV heads x a 4-byte scale)
+        CHECK(int8.pool_bytes() == 2 * 5 * 32 * (32 + 4 * 4));
+        CHECK(int8.pool_bytes() == 32 * glass::kv_bytes_per_token(m.config, kInt8));
+    }
 
     // The good entry's logits, and what a bad batch must not change.
     const std::vector<float> before = copy(b.forward({&good, 1}));

@@ -28,11 +28,19 @@ nlohmann::json serve_bench(const std::string& args) {
 
 }  // namespace
 
-TEST_CASE("serve-bench load run: the issue's JSON fields, token counts and paged memory bounds") {
+TEST_CASE("serve-bench load run: the issue's JSON fields, token counts and paged memory bounds (fp32 and int8 KV)") {
     const glass::ModelConfig& c = test::shipped().config;
-    const std::string model = "-m " + test::sh(test::shipped_model()) + " --threads 2";
+    for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8}) {
+    CAPTURE(glass::to_string(kv));
+    const std::string model = "-m " + test::sh(test::shipped_model()) + " --threads 2 --kv " + glass::to_string(kv);
     // 12 requests at once, each exactly 5 new tokens: the generated count is known beforehand.
     const nlohmann::json j = serve_bench(model + " --requests 12 --rate 0 --prompt-len 8:60 --gen 5:5 --block-size 16");
+    // A position costs what its type stores: 1,280 bytes in fp32, 2 x 5 layers x 4 KV heads x
+    // (8 int8 values + one fp32 scale) = 480 in int8 (kv_cache.hpp).
+    CHECK(j["kv"] == glass::to_string(kv));
+    const std::int64_t per_position = glass::kv_bytes_per_token(c, kv), block_bytes = 16 * per_position;
+    CHECK(j["kv_bytes_per_token"].get<std::int64_t>() == per_position);
+    CHECK(per_position == (kv == glass::KvType::fp32 ? 1280 : 480));
     for (const char* field : {"throughput_tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
                               "max_gap_ms", "kv_reserved_bytes", "kv_used_bytes", "prefix_hit_tokens"})
         CHECK_MESSAGE(j.contains(field), "missing JSON field " << field);
@@ -45,7 +53,6 @@ TEST_CASE("serve-bench load run: the issue's JSON fields, token counts and paged
 
     // Paging holds whole blocks: reserved is a whole number of blocks, at least what is used, and
     // wastes less than one block per running request (only each request's last block is partial).
-    const std::int64_t per_position = c.kv_bytes_per_token(), block_bytes = 16 * per_position;
     const std::int64_t reserved = j["kv_reserved_bytes"], used = j["kv_used_bytes"];
     const int running = j["peak_running"];
     CHECK(running >= 2);
@@ -54,6 +61,15 @@ TEST_CASE("serve-bench load run: the issue's JSON fields, token counts and paged
     CHECK(used <= reserved);
     CHECK(reserved - used < running * block_bytes);
     CHECK(j["max_length_reserved_bytes"].get<std::int64_t>() == std::int64_t{running} * c.seq_len * per_position);
+    }
+    // The reference backend takes --kv too; a type that does not exist is a usage error naming it.
+    const nlohmann::json ref = serve_bench("-m " + test::sh(test::shipped_model()) +
+                                           " --backend reference --kv int8 --requests 2 --rate 0 --prompt-len 8:8 --gen 3:3");
+    CHECK(ref["kv"] == "int8");
+    CHECK(ref["generated_tokens"].get<int>() == 6);
+    const test::Run bad = test::run(glass_cli() + " serve-bench -m " + test::sh(test::shipped_model()) + " --kv int4");
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("--kv must be fp32 or int8, got 'int4'") != std::string::npos);
 }
 
 TEST_CASE("serve-bench: a shared system prompt is served from the prefix cache, and not with --no-prefix-cache") {

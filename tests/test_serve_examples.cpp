@@ -682,6 +682,34 @@ TEST_CASE("example 18_paged_memory: C17, reserved vs used, paged vs one context 
     CHECK(value_of(r.out, "target >= 3x concurrent requests (Llama-2-7B, 4096-token window)").find(
               llama_ratio >= 3 ? ", holds" : ", does not hold") != std::string::npos);
 
+    // (c) The same bytes as an int8 pool: 2 x layers x KV heads x (head_dim bytes + a 4-byte
+    // scale) per position, whole blocks of 16 of them; the same requests through an engine of
+    // that many positions (the bookkeeping needs no model: memory_run again).
+    const std::int64_t int8_per_token = 2LL * c.n_layers * c.n_kv_heads * ((c.dim / c.n_heads) + 4);
+    CHECK(int8_per_token == 480);
+    const int int8_pool = static_cast<int>(pool * per_token / (int8_per_token * 16) * 16);
+    CHECK(value_of(r.out, "int8 KV bytes per token").find(std::to_string(int8_per_token) + " (fp32 " +
+                                                          std::to_string(per_token) + ", 2.67x)") == 0);
+    CHECK(value_of(r.out, "int8 pool positions") ==
+          std::to_string(int8_pool) + " (fp32 " + std::to_string(pool) + ")");
+    {
+        const MemoryRun run = memory_run(lengths, 16, int8_pool);
+        double reserved = 0, running = 0;
+        int peak = 0;
+        for (const Step& s : run.steps) {
+            reserved += static_cast<double>(s.reserved);
+            running += s.running;
+            peak = std::max(peak, s.running);
+        }
+        CHECK(value_of(r.out, "int8 block 16") == std::to_string(int8_pool / 16) + " blocks, " +
+                                                      std::to_string(run.steps.size()) + " steps, " +
+                                                      std::to_string(run.preemptions) + " preemptions, peak running " +
+                                                      std::to_string(peak));
+        const double at_once = int8_pool / (reserved / running);
+        check_printed(number(r.out, "int8 block 16 requests at once"), at_once, 1, "int8 at once");
+        CHECK(at_once > pool / per_request[16]);  // more positions, more requests at once
+    }
+
     // The chart: per step (block 16), the three lines at the heights of the numbers worked out
     // here, read back through the axis the SVG states (coordinates are printed to 0.01 px).
     CHECK(value_of(r.out, "svg written") == svg_path);

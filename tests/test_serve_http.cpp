@@ -761,6 +761,25 @@ TEST_CASE("serve --precision q4: the engine on 4-bit weights serves glass genera
     CHECK(reference.err.find("--threads and --precision apply to --backend fast") != std::string::npos);
 }
 
+TEST_CASE("serve --kv int8: both backends' int8 pools serve glass generate --kv int8's text" * doctest::skip(kNoCurl)) {
+    // The reference pool rounds rows exactly as CpuSession's int8 cache (bit for bit, test_engine);
+    // the fast one as FastCpuSession's (within 1e-3 of it, test_fast_serve): greedy text agrees.
+    const std::string prompt = "Once upon a time";
+    for (const std::string backend : {"reference", "fast"}) {
+        CAPTURE(backend);
+        const bool fast = backend == "fast";
+        const json expected = generate(prompt, std::string("--temperature 0 --max-new-tokens 40 --kv int8") +
+                                                   (fast ? " --threads 1" : ""));
+        std::vector<std::string> flags = {"--backend", backend, "--kv", "int8"};
+        if (fast) flags.insert(flags.end(), {"--threads", "1"});
+        ServerProcess s(flags);
+        const Reply r = post(s, "/v1/completions", {{"prompt", prompt}, {"temperature", 0}, {"max_tokens", 40}});
+        REQUIRE(r.status == 200);
+        CHECK(r.json_body()["choices"][0]["text"] == expected["text"]);
+        CHECK(s.log().find("blocks of 16, int8") != std::string::npos);
+    }
+}
+
 TEST_CASE("serve: a client that reads slowly stalls no one else and still gets its whole stream" * doctest::skip(kNoCurl)) {
     ServerProcess server({});
     INFO("server log:\n" << server.log());

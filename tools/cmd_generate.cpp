@@ -20,13 +20,17 @@ namespace {
 //   --device cpu (default)                the plain reference (transformer.hpp)
 //   --device cpu --threads N / --precision fp32|fp16|bf16|q8|q4
 //                                         the fast CPU path (fast/fast_session.hpp)
-//   --device cuda [--precision fp32|fp16|bf16] [--cuda-graph]   the GPU (cuda/); --cuda-graph
-//                                         replays each decode step as one CUDA graph
-//   --kv fp32|int8 (CPU)                  how the KV cache stores keys and values (kv_cache.hpp)
+//   --device cuda [--precision fp32|fp16|bf16] [--cuda-graph] [--cuda-attention standard|flash]
+//                                         the GPU (cuda/); --cuda-graph replays each decode step
+//                                         as one CUDA graph; flash: FlashAttention for prefill and
+//                                         (from 1,024 cached keys) split-K decode
+//   --kv fp32|int8                        how the KV cache stores keys and values (kv_cache.hpp;
+//                                         CPU and CUDA alike)
 //   --activations fp32|int8 (CPU, q8/q4)  decode's inputs in int8 blocks, integer dot products
 std::unique_ptr<glass::Session> make_session(const std::string& device, const glass::Model& model,
                                              const std::string& precision, std::optional<int> threads,
-                                             bool cuda_graph, glass::KvType kv, bool int8_activations) {
+                                             bool cuda_graph, glass::KvType kv, bool int8_activations,
+                                             bool cuda_flash = false) {
     if (device == "cpu" && !threads && precision.empty()) return std::make_unique<glass::CpuSession>(model, kv);
     if (device == "cpu") {
         glass::fast::FastOptions options;
@@ -40,10 +44,13 @@ std::unique_ptr<glass::Session> make_session(const std::string& device, const gl
     glass::cuda::CudaOptions options;
     options.weights = glass::cuda::weight_type_from_string(precision.empty() ? "fp32" : precision);
     options.graph = cuda_graph;
+    options.kv = kv;
+    if (cuda_flash) options.attention = glass::cuda::SessionAttention::flash;
     return std::make_unique<glass::cuda::CudaSession>(model, options);  // "no CUDA device: ..." if none
 #else
     (void)precision;
     (void)cuda_graph;
+    (void)cuda_flash;
     glass::fail("--device cuda: this glass was built without CUDA (configured with GLASS_CUDA=OFF, "
                 "or no nvcc was found); install the CUDA toolkit and reconfigure, or use --device cpu");
 #endif
@@ -59,7 +66,7 @@ int cmd_generate(int argc, char** argv) {
                              {"--device", true}, {"--precision", true}, {"--threads", true},
                              {"--cuda-graph", false}, {"--top-logprobs", true},
                              {"--draft", true}, {"--draft-k", true}, {"--kv", true},
-                             {"--activations", true}});
+                             {"--activations", true}, {"--cuda-attention", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -74,9 +81,11 @@ int cmd_generate(int argc, char** argv) {
         !((precision == "q8" || precision == "q4") && device == "cpu"))
         throw UsageError("--precision must be fp32, fp16, bf16 (or q8, q4 on the CPU), got '" + precision + "'");
     if (flags.has("--cuda-graph") && device != "cuda") throw UsageError("--cuda-graph applies to --device cuda");
+    const std::string cuda_attention = flags.get("--cuda-attention", "standard");
+    if (cuda_attention != "standard" && cuda_attention != "flash")
+        throw UsageError("--cuda-attention must be standard or flash, got '" + cuda_attention + "'");
+    if (flags.has("--cuda-attention") && device != "cuda") throw UsageError("--cuda-attention applies to --device cuda");
     const glass::KvType kv = kv_from_flags(flags);
-    if (kv == glass::KvType::int8 && device != "cpu")
-        throw UsageError("--kv int8 runs on the CPU (the CUDA session's cache is fp32 for now)");
     const bool int8_activations = int8_activations_from_flags(flags, precision);  // q8/q4 only, so the CPU
     if (int8_activations && flags.has("--draft"))
         throw UsageError("--draft checks drafts with a prefill pass, which multiplies fp32 inputs; with "
@@ -125,11 +134,12 @@ int cmd_generate(int argc, char** argv) {
         std::fprintf(stderr, "glass: -n %d leaves no room to generate after a %d-token prompt\n",
                      steps.value_or(256), n_prompt);
 
-    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"), kv, int8_activations);
+    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"), kv, int8_activations,
+                                                                 cuda_attention == "flash");
     std::vector<std::unique_ptr<glass::Model>> draft_models;
     const std::unique_ptr<glass::Drafter> drafter =
         draft_spec.empty() ? nullptr : drafter_factory(draft_spec, model, draft_models, [&](const glass::Model& m) {
-            return make_session(device, m, precision, threads, false, kv, false);  // the draft runs where the model does
+            return make_session(device, m, precision, threads, false, kv, false, cuda_attention == "flash");  // the draft runs where the model does
         })();
     std::cout << glass::utf8::sanitize(prompt) << std::flush;
     const auto print = [](std::string_view text) { std::cout << text << std::flush; };

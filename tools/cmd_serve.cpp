@@ -1,7 +1,7 @@
 // glass serve — an OpenAI-compatible HTTP server on the batching engine.
 //
 //   glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]
-//               [--backend fast|reference] [--threads N] [--precision fp32|fp16|bf16|q8|q4]
+//               [--backend fast|reference] [--threads N] [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8]
 //               [--max-queue N] [--block-size B] [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]
 //               [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //
@@ -260,7 +260,7 @@ int cmd_serve(int argc, char** argv) {
                           {"--backend", true}, {"--threads", true}, {"--max-queue", true}, {"--block-size", true},
                           {"--budget", true}, {"--no-prefix-cache", false}, {"--no-chunked-prefill", false},
                           {"--shutdown-timeout", true}, {"--shape", true}, {"--context", true},
-                          {"--draft", true}, {"--draft-k", true}, {"--precision", true}});
+                          {"--draft", true}, {"--draft-k", true}, {"--precision", true}, {"--kv", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     const std::string host = flags.get("--host", "127.0.0.1");
@@ -319,6 +319,7 @@ int cmd_serve(int argc, char** argv) {
     glass::fast::FastOptions fo;
     fo.threads = threads;
     fo.weights = weights;
+    fo.kv = kv_from_flags(flags);  // both backends
     const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, model, fo);
     std::vector<std::unique_ptr<glass::Model>> draft_models;  // --draft: speculative decoding in the engine
     engine_draft_from_flags(flags, backend_name, model, fo, draft_models, eo);
@@ -408,11 +409,11 @@ int cmd_serve(int argc, char** argv) {
     const int bound = port == 0 ? svr.bind_to_any_port(host) : (svr.bind_to_port(host, port) ? port : -1);
     if (bound < 0) glass::fail("cannot listen on ", host, ":", port, " (address in use, or not an address of this machine?)");
     std::fprintf(stderr,
-                 "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d | "
+                 "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d, %s | "
                  "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s\n",
                  s.model.name.c_str(), model.config.dim, model.config.n_layers, model.config.vocab_size, model.config.seq_len,
                  backend_name.c_str(), backend_name == "fast" ? (", " + std::to_string(threads) + " threads, " + precision).c_str() : "",
-                 engine.num_blocks(), eo.block_size, eo.prefix_caching ? "on" : "off",
+                 engine.num_blocks(), eo.block_size, glass::to_string(fo.kv), eo.prefix_caching ? "on" : "off",
                  eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue,
                  eo.draft_k > 0 ? (" | draft " + flags.get("--draft", "") + ", k " + std::to_string(eo.draft_k)).c_str() : "");
     std::printf("listening on http://%s:%d\n", host.c_str(), bound);

@@ -2,7 +2,7 @@
 // measured beside its baseline in the same command (serve/measure.hpp does the measuring).
 //
 //   glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference]
-//       [--threads N] [--precision fp32|fp16|bf16|q8|q4]
+//       [--threads N] [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8]
 //       [--requests N] [--rate R] [--prompt-len A:B] [--gen A:B] [--shared-prefix T]
 //       [--block-size B] [--pool-blocks N] [--budget T] [--max-running N]
 //       [--no-prefix-cache] [--no-chunked-prefill] [--seed S]
@@ -51,7 +51,7 @@ int cmd_serve_bench(int argc, char** argv) {
                  {"--budget", true}, {"--max-running", true}, {"--no-prefix-cache", false},
                  {"--no-chunked-prefill", false}, {"--seed", true}, {"--batch-sweep", false},
                  {"--chat-turns", true}, {"--stall", false}, {"--long-prompt", true}, {"--decoders", true},
-                 {"--json", false}, {"--draft", true}, {"--draft-k", true}});
+                 {"--json", false}, {"--draft", true}, {"--draft-k", true}, {"--kv", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     if (flags.has("-m") == flags.has("--shape"))
@@ -105,19 +105,21 @@ int cmd_serve_bench(int argc, char** argv) {
     glass::fast::FastOptions fast_options;
     fast_options.threads = threads;
     fast_options.weights = glass::fast::weight_type_from_string(precision);
+    fast_options.kv = kv_from_flags(flags);  // both backends
     const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, *model, fast_options);
     const glass::serve::EngineOptions plain = eo;  // for the C15 comparison below
     std::vector<std::unique_ptr<glass::Model>> draft_models;
     engine_draft_from_flags(flags, backend_name, *model, fast_options, draft_models, eo);  // --draft
-    std::printf("model %s: dim %d, %d layers, vocab %d | backend %s%s | block %d, budget %d, prefix cache %s, chunked prefill %s\n",
+    std::printf("model %s: dim %d, %d layers, vocab %d | backend %s%s, KV %s | block %d, budget %d, prefix cache %s, chunked prefill %s\n",
                 model_name.c_str(), c.dim, c.n_layers, c.vocab_size, backend_name.c_str(),
                 backend_name == "fast" ? (", " + std::to_string(threads) + " threads, " + precision).c_str() : "",
-                eo.block_size, eo.scheduler.max_tokens_per_step, eo.prefix_caching ? "on" : "off",
+                glass::to_string(fast_options.kv), eo.block_size, eo.scheduler.max_tokens_per_step, eo.prefix_caching ? "on" : "off",
                 eo.scheduler.chunked_prefill ? "on" : "off");
 
     nlohmann::json j = {{"model", model_name}, {"backend", backend_name}, {"block_size", eo.block_size},
                         {"budget", eo.scheduler.max_tokens_per_step}, {"prefix_cache", eo.prefix_caching},
-                        {"chunked_prefill", eo.scheduler.chunked_prefill}};
+                        {"chunked_prefill", eo.scheduler.chunked_prefill}, {"kv", glass::to_string(fast_options.kv)},
+                        {"kv_bytes_per_token", glass::kv_bytes_per_token(c, fast_options.kv)}};
     if (backend_name == "fast") {
         j["threads"] = threads;
         j["precision"] = precision;

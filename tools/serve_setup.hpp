@@ -22,10 +22,11 @@ inline glass::ModelConfig shape_config_from_flags(const Flags& flags) {
     return c;
 }
 
-// The backend named by --backend (already checked to be "fast" or "reference").
+// The backend named by --backend (already checked to be "fast" or "reference"); fast_options.kv
+// (--kv) applies to both.
 inline std::unique_ptr<glass::serve::PagedBackend> make_paged_backend(const std::string& name, const glass::Model& model,
                                                                       const glass::fast::FastOptions& fast_options) {
-    if (name == "reference") return std::make_unique<glass::serve::CpuPagedBackend>(model);
+    if (name == "reference") return std::make_unique<glass::serve::CpuPagedBackend>(model, fast_options.kv);
     return std::make_unique<glass::fast::FastPagedBackend>(model, fast_options);
 }
 
@@ -42,7 +43,7 @@ inline void engine_draft_from_flags(const Flags& flags, const std::string& backe
     eo.draft_k = k;
     eo.make_drafter = drafter_factory(flags.get("--draft", ""), model, keep_alive,
                                       [backend_name, fast_options](const glass::Model& m) -> std::unique_ptr<glass::Session> {
-                                          if (backend_name == "reference") return std::make_unique<glass::CpuSession>(m);
+                                          if (backend_name == "reference") return std::make_unique<glass::CpuSession>(m, fast_options.kv);
                                           return std::make_unique<glass::fast::FastCpuSession>(m, fast_options);
                                       });
 }

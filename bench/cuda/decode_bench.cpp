@@ -5,11 +5,12 @@
 // run (a device-to-device copy, bytes read + written) and reports each configuration against it.
 //
 // usage: glass_cuda_bench MODEL.bin [--label NAME] [--precision fp32|fp16|bf16]... [--matmul K]
-//                         [--graph off|on|both] [--tokens N] [--copy-mib M] [--profile]
+//                         [--graph off|on|both] [--kv fp32|int8] [--tokens N] [--copy-mib M] [--profile]
 // --graph: decode with kernel launches (off), by CUDA graph replay (on), or each in turn (both, the
 // default): the difference is the launch overhead a graph removes. --profile brackets the timed
 // decode steps with profiler_start/stop, for `ncu --profile-from-start off` (its timings are then
-// the profiler's, not the bench's).
+// the profiler's, not the bench's). --kv: the KV cache's storage (CudaOptions::kv; int8 reads
+// head_dim + 4 bytes per KV head and position instead of 4 · head_dim).
 // Prints one "RESULT key=value ..." line per precision and graph setting (scripts/gpu-check turns
 // them into a table).
 // Exit 77 when there is no CUDA device.
@@ -25,7 +26,7 @@ namespace gc = glass::cuda;
 
 int main(int argc, char** argv) {
     try {
-        std::string model_path, label = "model", matmul = "auto", graph = "both";
+        std::string model_path, label = "model", matmul = "auto", graph = "both", kv = "fp32";
         std::vector<std::string> precisions;
         int tokens = 128, copy_mib = 1024;
         bool profile = false;
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
             else if (a == "--precision") precisions.push_back(value());
             else if (a == "--matmul") matmul = value();
             else if (a == "--graph") graph = value();
+            else if (a == "--kv") kv = value();
             else if (a == "--tokens") tokens = std::stoi(value());
             else if (a == "--copy-mib") copy_mib = std::stoi(value());
             else if (a == "--profile") profile = true;
@@ -47,6 +49,8 @@ int main(int argc, char** argv) {
         }
         if (model_path.empty()) glass::fail("usage: glass_cuda_bench MODEL.bin [--label NAME] [--precision P]...");
         if (tokens < 1) glass::fail("--tokens must be >= 1, got ", tokens);
+        if (kv != "fp32" && kv != "int8") glass::fail("--kv must be fp32 or int8, got '", kv, "'");
+        const glass::KvType kv_type = kv == "int8" ? glass::KvType::int8 : glass::KvType::fp32;
         if (graph != "off" && graph != "on" && graph != "both") glass::fail("--graph must be off, on or both, got '", graph, "'");
         std::vector<bool> graph_settings;
         if (graph != "on") graph_settings.push_back(false);
@@ -76,6 +80,7 @@ int main(int argc, char** argv) {
                 options.weights = gc::weight_type_from_string(precision);
                 options.matmul = gc::matmul_kernel_from_string(matmul);
                 options.graph = use_graph;
+                options.kv = kv_type;
                 gc::CudaSession session(model, options);  // warm-up below: the graph is captured there
                 std::span<const float> logits = session.prefill(prompt);
                 for (int i = 0; i < warmup; ++i) logits = session.decode(glass::sample_argmax(logits));
@@ -88,11 +93,11 @@ int main(int argc, char** argv) {
                 const double tokens_per_s = tokens / seconds;
                 // Bytes one decode step reads: every weight, plus the K/V rows attended (mean position).
                 const double mean_position = start_position + (tokens + 1) / 2.0;
-                const double bytes = double(session.weight_bytes()) + double(c.kv_bytes_per_token()) * mean_position;
+                const double bytes = double(session.weight_bytes()) + double(glass::kv_bytes_per_token(c, kv_type)) * mean_position;
                 const double achieved = bytes * tokens_per_s;
-                std::printf("RESULT model=%s precision=%s matmul=%s graph=%s tokens=%d tok_s=%.1f ms_per_token=%.4f "
+                std::printf("RESULT model=%s precision=%s matmul=%s graph=%s kv=%s tokens=%d tok_s=%.1f ms_per_token=%.4f "
                             "mb_per_token=%.1f achieved_gb_s=%.1f copy_gb_s=%.1f fraction_of_copy=%.3f\n",
-                            label.c_str(), precision.c_str(), matmul.c_str(), use_graph ? "on" : "off", tokens, tokens_per_s,
+                            label.c_str(), precision.c_str(), matmul.c_str(), use_graph ? "on" : "off", kv.c_str(), tokens, tokens_per_s,
                             1000.0 / tokens_per_s, bytes / 1e6, achieved / 1e9, copy_bandwidth / 1e9,
                             achieved / copy_bandwidth);
                 std::fflush(stdout);

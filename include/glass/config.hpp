@@ -40,4 +40,16 @@ struct ModelConfig {
     }
 };
 
+/// How cached keys and values are stored (kv_cache.hpp): fp32, or int8 with one fp32 scale per
+/// KV head and position.
+enum class KvType { fp32, int8 };
+inline const char* to_string(KvType t) { return t == KvType::fp32 ? "fp32" : "int8"; }
+
+/// Bytes one position adds to the cache: fp32 2 · n_layers · kv_dim · 4; int8 2 · n_layers ·
+/// n_kv_heads · (head_dim + 4): one byte per value and one fp32 scale per KV head.
+inline std::int64_t kv_bytes_per_token(const ModelConfig& c, KvType t) {
+    if (t == KvType::fp32) return c.kv_bytes_per_token(4);
+    return std::int64_t{2} * c.n_layers * c.n_kv_heads * (c.head_dim() + 4);
+}
+
 }  // namespace glass

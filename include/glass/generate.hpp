@@ -215,7 +215,7 @@ inline GenerateResult new_result(const Session& session, std::vector<int> prompt
     GenerateResult r;
     r.prompt_ids = std::move(prompt_ids);
     r.metrics.prompt_tokens = static_cast<int>(r.prompt_ids.size());
-    r.metrics.kv_bytes_per_token = session.config().kv_bytes_per_token();
+    r.metrics.kv_bytes_per_token = kv_bytes_per_token(session.config(), session.kv_type());
     r.metrics.weight_bytes_per_token = session.weight_bytes();
     return r;
 }

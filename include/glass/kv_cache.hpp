@@ -34,20 +34,11 @@
 
 namespace glass {
 
-/// How cached keys and values are stored.
-enum class KvType { fp32, int8 };
-inline const char* to_string(KvType t) { return t == KvType::fp32 ? "fp32" : "int8"; }
+/// KvType and kv_bytes_per_token(c, type) live in config.hpp (the CUDA header needs them without Eigen).
 inline KvType kv_type_from_string(const std::string& s) {
     if (s == "fp32") return KvType::fp32;
     if (s == "int8") return KvType::int8;
     fail("unknown KV cache type '", s, "' (fp32, int8)");
-}
-
-/// Bytes one position adds to the cache: fp32 2 · n_layers · kv_dim · 4; int8 2 · n_layers ·
-/// n_kv_heads · (head_dim + 4): one byte per value and one fp32 scale per KV head.
-inline std::int64_t kv_bytes_per_token(const ModelConfig& c, KvType t) {
-    if (t == KvType::fp32) return c.kv_bytes_per_token(4);
-    return std::int64_t{2} * c.n_layers * c.n_kv_heads * (c.head_dim() + 4);
 }
 
 /// One cached row x [n_kv_heads · head_dim] -> int8 q [same] and one scale per KV head

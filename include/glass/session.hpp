@@ -41,6 +41,8 @@ public:
     }
     // What this backend is, for messages.
     virtual const char* backend_name() const { return "this backend"; }
+    // How its KV cache stores keys and values (config.hpp's KvType).
+    virtual KvType kv_type() const { return KvType::fp32; }
     // Bytes of K/V currently cached, and weight bytes read per decoded token.
     virtual std::int64_t kv_bytes_used() const = 0;
     virtual std::int64_t weight_bytes() const = 0;

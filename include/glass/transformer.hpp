@@ -143,6 +143,7 @@ public:
     const ModelConfig& config() const override { return model_.config; }
     int position() const override { return cache_.length(); }
     void reset() override { cache_.clear(); }
+    KvType kv_type() const override { return cache_.type(); }
     std::int64_t kv_bytes_used() const override { return cache_.bytes_used(model_.config); }
     std::int64_t weight_bytes() const override { return model_.weight_bytes; }
 

@@ -9,7 +9,10 @@
 //   stays orders of magnitude below 1e-5 for these sizes. f16/bf16 weights are compared against
 //   the CPU run on the *same rounded weights* (round trip on the device), so the kernels are held
 //   to the same 1e-5; what rounding itself costs is measured at model level (test_cuda_model).
-//   Token outputs (argmax, sampling) must match exactly.
+//   Token outputs (argmax, sampling) must match exactly. The int8 KV cache's writes
+//   (kv_write_int8, paged_kv_write_int8) must give glass::quantize_kv_row's integers and scales
+//   exactly; attention over int8 K/V + scales is held to 1e-5 against causal_attention over the
+//   dequantized K/V (the same fp32 values on both sides).
 //
 // usage: test_cuda_ops [--quick] [--filter TEXT[,TEXT...]] [--list]
 //   --quick   skip the big shapes (for compute-sanitizer, which runs kernels ~100x slower)
@@ -279,6 +282,35 @@ RowMatrix cpu_attention(const RowMatrix& q, const RowMatrix& k, const RowMatrix&
                                    1.0f / std::sqrt(float(d.head_dim)));
 }
 
+// The int8 KV cache's form of fp32 rows x [n, n_kv_heads * head_dim]: glass::quantize_kv_row's
+// integers and scales row by row, and what they dequantize to (dequantize_kv_row), the K/V the
+// CPU's int8 cache attends over. up() puts the integers and scales on the device.
+struct Int8Kv {
+    std::vector<std::int8_t> q;
+    std::vector<float> scales;  // [n, n_kv_heads]
+    RowMatrix dequantized;
+    gc::DeviceBuffer d_q, d_scales;
+    gc::KvRows up() {
+        d_q = gc::DeviceBuffer(q.size());
+        gc::upload(d_q.data(), q.data(), q.size());
+        d_scales = gc::to_device(std::span<const float>(scales));
+        return gc::KvRows::int8(static_cast<const std::int8_t*>(d_q.data()), d_scales.f32());
+    }
+};
+Int8Kv quantize_rows(const RowMatrix& x, int n_kv_heads, int head_dim) {
+    Int8Kv r;
+    r.q.resize(std::size_t(x.size()));
+    r.scales.resize(std::size_t(x.rows()) * n_kv_heads);
+    r.dequantized.resize(x.rows(), x.cols());
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        std::int8_t* q = r.q.data() + i * x.cols();
+        float* s = r.scales.data() + i * n_kv_heads;
+        glass::quantize_kv_row(x.row(i).data(), n_kv_heads, head_dim, q, s);
+        glass::dequantize_kv_row(q, s, n_kv_heads, head_dim, r.dequantized.row(i).data());
+    }
+    return r;
+}
+
 // Both prefill kernels (the three-step attention_naive and the tiled flash_attention) and the
 // three decode kernels (block per head, its naive fallback, split-K flash_decode) against the
 // CPU's causal_attention. Shapes: GQA ratios 1, 2, 3, 4, 7, 8; head_dim 64, 128, 256 (where the
@@ -352,6 +384,89 @@ void add_attention(std::vector<Case>& cases) {
                 return relative_error(gc::to_host(out.f32(), std::size_t(s.heads) * s.head_dim),
                                       cpu_attention(q, k, v, s.n_k - 1, d));
             }});
+
+    // K/V in the int8 cache's form (KvType::int8): the kernels read the integers and scales and
+    // must give causal_attention over the dequantized K/V (the same fp32 values on both sides:
+    // scale · (float)q is one exact-as-IEEE product), so the fp32 rule holds. Decode with n_k on
+    // the device (the graph's way) and both prefill chunk paths of the naive kernels; few, small
+    // rows (the kernel bodies are the fp32 rows' own, templated on the row reader).
+    struct Q { int heads, kv_heads, head_dim, n_q, start; bool decode; };
+    for (Q s : {Q{8, 2, 64, 1, 256, true}, Q{6, 3, 128, 1, 40, true}, Q{4, 1, 64, 1, 0, true},
+                Q{8, 2, 64, 17, 5, false}, Q{4, 4, 96, 33, 0, false}})
+        cases.push_back({fmt("%s, int8 K/V + scales, heads=%d, kv_heads=%d, head_dim=%d, n_q=%d, start=%d)",
+                             s.decode ? "attention_decode(block per head, n_k on device" : "attention_naive(three steps",
+                             s.heads, s.kv_heads, s.head_dim, s.n_q, s.start),
+                         kF32, false, [s](Rng& rng) {
+            const gc::AttentionDims d{s.heads, s.kv_heads, s.head_dim};
+            const int n_k = s.start + s.n_q;
+            const RowMatrix q = random_matrix(rng, s.n_q, s.heads * s.head_dim);
+            Int8Kv k = quantize_rows(random_matrix(rng, n_k, s.kv_heads * s.head_dim), s.kv_heads, s.head_dim);
+            Int8Kv v = quantize_rows(random_matrix(rng, n_k, s.kv_heads * s.head_dim), s.kv_heads, s.head_dim);
+            gc::DeviceBuffer d_q = to_device(q);
+            const gc::KvRows d_k = k.up(), d_v = v.up();
+            gc::DeviceBuffer scores = poisoned(std::size_t(s.heads) * s.n_q * n_k);
+            gc::DeviceBuffer out = poisoned(std::size_t(s.n_q) * s.heads * s.head_dim);
+            const float scale = 1.0f / std::sqrt(float(s.head_dim));
+            const int n_k_host[1] = {n_k};
+            gc::DeviceBuffer d_n_k = gc::to_device(std::span<const int>(n_k_host));
+            if (s.decode)
+                gc::attention_decode(d_q.f32(), d_k, d_v, gc::IntArg::at(d_n_k.i32()), d, scale, scores.f32(), out.f32());
+            else
+                gc::attention_naive(d_q.f32(), d_k, d_v, s.n_q, s.start, d, scale, scores.f32(), out.f32());
+            return relative_error(gc::to_host(out.f32(), std::size_t(s.n_q) * s.heads * s.head_dim),
+                                  cpu_attention(q, k.dequantized, v.dequantized, s.start, d));
+        }});
+    // The flash kernels over int8 K/V, and flash_decode with n_k read from the device (the decode
+    // graph's way): its grid is sized for max_n_k keys, the splits past n_k must add nothing.
+    struct F { int heads, kv_heads, head_dim, n_q, start, max_n_k; bool int8; };
+    for (F s : {F{8, 2, 64, 33, 5, 0, true}, F{4, 1, 128, 1, 99, 300, true}, F{6, 3, 64, 1, 256, 1000, false},
+                F{4, 4, 64, 1, 0, 64, false}})
+        cases.push_back({fmt("%s, %s K/V, heads=%d, kv_heads=%d, head_dim=%d, n_q=%d, start=%d%s)",
+                             s.n_q > 1 ? "flash_attention(tiled" : "flash_decode(split-K, chunk=7, n_k on device",
+                             s.int8 ? "int8 + scales" : "fp32", s.heads, s.kv_heads, s.head_dim, s.n_q, s.start,
+                             s.n_q > 1 ? "" : fmt(", grid for %d keys", s.max_n_k).c_str()),
+                         kF32, false, [s](Rng& rng) {
+            const gc::AttentionDims d{s.heads, s.kv_heads, s.head_dim};
+            const int n_k = s.start + s.n_q, chunk = 7;
+            const RowMatrix q = random_matrix(rng, s.n_q, s.heads * s.head_dim);
+            RowMatrix k = random_matrix(rng, n_k, s.kv_heads * s.head_dim), v = random_matrix(rng, n_k, s.kv_heads * s.head_dim);
+            Int8Kv k8, v8;
+            gc::DeviceBuffer d_q = to_device(q), d_k32 = to_device(k), d_v32 = to_device(v);
+            gc::KvRows d_k = gc::KvRows::fp32(d_k32.f32()), d_v = gc::KvRows::fp32(d_v32.f32());
+            if (s.int8) {
+                k8 = quantize_rows(k, s.kv_heads, s.head_dim);
+                v8 = quantize_rows(v, s.kv_heads, s.head_dim);
+                d_k = k8.up();
+                d_v = v8.up();
+                k = k8.dequantized;
+                v = v8.dequantized;
+            }
+            gc::DeviceBuffer out = poisoned(std::size_t(s.n_q) * s.heads * s.head_dim);
+            const float scale = 1.0f / std::sqrt(float(s.head_dim));
+            if (s.n_q > 1) {
+                gc::flash_attention(d_q.f32(), d_k, d_v, s.n_q, s.start, d, scale, out.f32());
+            } else {
+                const int n_k_host[1] = {n_k};
+                gc::DeviceBuffer d_n_k = gc::to_device(std::span<const int>(n_k_host));
+                gc::DeviceBuffer partial =
+                    poisoned(std::size_t(s.heads) * gc::flash_decode_splits(s.max_n_k, chunk) * (s.head_dim + 2));
+                gc::flash_decode(d_q.f32(), d_k, d_v, gc::IntArg::at(d_n_k.i32()), s.max_n_k, d, scale, chunk,
+                                 partial.f32(), out.f32());
+            }
+            return relative_error(gc::to_host(out.f32(), std::size_t(s.n_q) * s.heads * s.head_dim),
+                                  cpu_attention(q, k, v, s.start, d));
+        }});
+    cases.push_back({"attention_decode(int8 keys with fp32 values -> glass::Error naming both types)", 0.0, false,
+                     [](Rng&) {
+        gc::DeviceBuffer some(256);  // valid pointers: only the mix of types is wrong
+        try {
+            gc::attention_decode(some.f32(), gc::KvRows::int8(static_cast<const std::int8_t*>(some.data()), some.f32()),
+                                 gc::KvRows::fp32(some.f32()), 1, {1, 1, 8}, 1.0f, some.f32(), some.f32());
+        } catch (const glass::Error& e) {
+            return std::string(e.what()).find("keys (int8) and values (fp32)") != std::string::npos ? 0.0 : 1.0;
+        }
+        return 1.0;
+    }});
 }
 
 void add_mlp(std::vector<Case>& cases) {
@@ -499,6 +614,23 @@ void add_sampling(std::vector<Case>& cases) {
     }});
 }
 
+// The same random K/V rows into both caches, every layer, in passes of `steps` rows (a prefill,
+// then decode steps).
+void write_both(Rng& rng, const glass::ModelConfig& c, glass::KVCache& cpu, gc::DeviceKVCache& gpu,
+                std::initializer_list<int> steps) {
+    for (int n_new : steps) {
+        const int start = cpu.length();
+        for (int l = 0; l < c.n_layers; ++l) {
+            const RowMatrix k = random_matrix(rng, n_new, c.kv_dim()), v = random_matrix(rng, n_new, c.kv_dim());
+            cpu.write(l, start, k, v);
+            gc::DeviceBuffer d_k = to_device(k), d_v = to_device(v);
+            gpu.write(l, start, d_k.f32(), d_v.f32(), n_new);
+        }
+        cpu.advance(n_new);
+        gpu.advance(n_new);
+    }
+}
+
 void add_kv_cache(std::vector<Case>& cases) {
     cases.push_back({"kv_cache(layers=3, seq_len=40, kv_heads=2, head_dim=6; prefill 7, decode x3)", 0.0, false,
                      [](Rng& rng) {
@@ -507,17 +639,7 @@ void add_kv_cache(std::vector<Case>& cases) {
         glass::KVCache cpu(c);
         gc::DeviceKVCache gpu(c);
         double bad = 0;
-        for (int n_new : {7, 1, 1, 1}) {
-            const int start = cpu.length();
-            for (int l = 0; l < c.n_layers; ++l) {
-                const RowMatrix k = random_matrix(rng, n_new, c.kv_dim()), v = random_matrix(rng, n_new, c.kv_dim());
-                cpu.write(l, start, k, v);
-                gc::DeviceBuffer d_k = to_device(k), d_v = to_device(v);
-                gpu.write(l, start, d_k.f32(), d_v.f32(), n_new);
-            }
-            cpu.advance(n_new);
-            gpu.advance(n_new);
-        }
+        write_both(rng, c, cpu, gpu, {7, 1, 1, 1});
         bad += gpu.length() != cpu.length();
         for (int l = 0; l < c.n_layers; ++l) {
             const std::size_t n = std::size_t(cpu.length()) * c.kv_dim();
@@ -530,6 +652,95 @@ void add_kv_cache(std::vector<Case>& cases) {
             try { gpu.write(0, start, row.f32(), row.f32(), 1); bad += 1; } catch (const glass::Error&) {}
         }
         try { gpu.write(0, gpu.length(), row.f32(), row.f32(), 64); bad += 1; } catch (const glass::Error&) {}
+        return bad;
+    }});
+
+    // kv_write_int8 against glass::quantize_kv_row: every integer and every scale exactly equal
+    // (value: how many differ; NaN scales must be NaN on both sides). Rows written at a start
+    // position read from device memory (the decode graph's way) into a poisoned cache; rows
+    // outside must keep their NaN scales. head_dim 70 leaves lanes of the warp with 2 or 3
+    // values; the planted groups test the edges: all zeros (s = 0, q = 0), an inf and a NaN
+    // (s = NaN, q = 0), max 127 so that s = 1 exactly and x = ±k.5 are ties that round half to
+    // even (2.5 -> 2, -3.5 -> -4, 0.5 -> 0), and one huge group (1e30).
+    struct W { int n_new, kv_heads, head_dim, start, capacity; };
+    for (W w : {W{7, 3, 70, 2, 12}, W{1, 4, 64, 9, 10}, W{5, 1, 256, 0, 5}})
+        cases.push_back({fmt("kv_write_int8(n_new=%d, kv_heads=%d, head_dim=%d, start=%d on device; ties, 0, inf, NaN;"
+                             " q and scales exact)", w.n_new, w.kv_heads, w.head_dim, w.start),
+                         0.0, false, [w](Rng& rng) {
+            const int kv_dim = w.kv_heads * w.head_dim;
+            RowMatrix k = random_matrix(rng, w.n_new, kv_dim, 3.0f), v = random_matrix(rng, w.n_new, kv_dim);
+            k.row(0).head(w.head_dim).setZero();
+            if (w.kv_heads > 1) {
+                k(0, w.head_dim + 3) = INFINITY;
+                v(0, w.head_dim + 1) = NAN;
+            }
+            const int tie = w.n_new - 1, g = w.kv_heads - 1;  // a group whose scale is exactly 1
+            for (int i = 0; i < w.head_dim; ++i) v(tie, g * w.head_dim + i) = float(i % 5) - 2.0f;
+            v(tie, g * w.head_dim + 0) = 127.0f;
+            v(tie, g * w.head_dim + 1) = 2.5f;
+            v(tie, g * w.head_dim + 2) = -3.5f;
+            v(tie, g * w.head_dim + 3) = 0.5f;
+            if (w.n_new > 2) k.row(1) *= 1e30f;
+            const std::size_t values = std::size_t(w.capacity) * kv_dim, scales = std::size_t(w.capacity) * w.kv_heads;
+            gc::DeviceBuffer d_keys(values), d_values(values), d_key_scales = poisoned(scales),
+                d_value_scales = poisoned(scales);
+            gc::DeviceBuffer d_k = to_device(k), d_v = to_device(v);
+            const int start[1] = {w.start};
+            gc::DeviceBuffer d_start = gc::to_device(std::span<const int>(start));
+            gc::kv_write_int8(static_cast<std::int8_t*>(d_keys.data()), d_key_scales.f32(),
+                              static_cast<std::int8_t*>(d_values.data()), d_value_scales.f32(), d_k.f32(), d_v.f32(),
+                              w.n_new, w.kv_heads, w.head_dim, gc::IntArg::at(d_start.i32()));
+            double differ = 0;
+            for (int which = 0; which < 2; ++which) {
+                const Int8Kv want = quantize_rows(which ? v : k, w.kv_heads, w.head_dim);
+                std::vector<std::int8_t> q(values);
+                gc::download(q.data(), (which ? d_values : d_keys).data(), values);
+                const std::vector<float> got_scales = gc::to_host((which ? d_value_scales : d_key_scales).f32(), scales);
+                for (std::size_t i = 0; i < want.q.size(); ++i) differ += q[std::size_t(w.start) * kv_dim + i] != want.q[i];
+                for (std::size_t r = 0; r < std::size_t(w.capacity) * w.kv_heads; ++r) {
+                    const std::size_t written = r - std::size_t(w.start) * w.kv_heads;
+                    const bool inside = r >= std::size_t(w.start) * w.kv_heads && written < want.scales.size();
+                    const float expect = inside ? want.scales[written] : NAN;  // outside: still the poison
+                    differ += std::isnan(expect) ? !std::isnan(got_scales[r])
+                                                 : std::memcmp(&expect, &got_scales[r], sizeof(float)) != 0;
+                }
+                if (which == 1) {  // the planted tie group really has s = 1 and half-even integers
+                    const std::size_t at = std::size_t(tie) * kv_dim + std::size_t(g) * w.head_dim;
+                    differ += want.scales[std::size_t(tie) * w.kv_heads + g] != 1.0f;
+                    differ += want.q[at + 1] != 2 || want.q[at + 2] != -4 || want.q[at + 3] != 0;
+                }
+            }
+            return differ;
+        }});
+
+    // DeviceKVCache(c, int8) against KVCache(c, int8): the rows it dequantizes to equal the CPU
+    // cache's exactly (the same integers times the same scales), over prefill and decodes; the
+    // bytes are kv_bytes_per_token(c, int8) per position.
+    cases.push_back({"kv_cache(int8, layers=2, seq_len=20, kv_heads=2, head_dim=40; prefill 6, decode x2; exact)", 0.0,
+                     false, [](Rng& rng) {
+        glass::ModelConfig c;
+        c.dim = 160; c.n_heads = 4; c.n_kv_heads = 2; c.n_layers = 2; c.seq_len = 20; c.hidden_dim = 8; c.vocab_size = 4;
+        glass::KVCache cpu(c, glass::KvType::int8);
+        gc::DeviceKVCache gpu(c, glass::KvType::int8);
+        double bad = gpu.type() != glass::KvType::int8;
+        write_both(rng, c, cpu, gpu, {6, 1, 1});
+        const int n = cpu.length();
+        for (int l = 0; l < c.n_layers; ++l)
+            for (int which = 0; which < 2; ++which) {
+                const gc::KvRows rows = which ? gpu.value_rows(l) : gpu.key_rows(l);
+                std::vector<std::int8_t> q(std::size_t(n) * c.kv_dim());
+                gc::download(q.data(), rows.q, q.size());
+                const std::vector<float> scales = gc::to_host(rows.scales, std::size_t(n) * c.n_kv_heads);
+                RowMatrix got(n, c.kv_dim());
+                for (int r = 0; r < n; ++r)
+                    glass::dequantize_kv_row(q.data() + std::size_t(r) * c.kv_dim(), scales.data() + std::size_t(r) * c.n_kv_heads,
+                                             c.n_kv_heads, c.head_dim(), got.row(r).data());
+                bad += relative_error(std::span<const float>(got.data(), std::size_t(got.size())),
+                                      RowMatrix(which ? cpu.values(l, n) : cpu.keys(l, n)));
+            }
+        bad += gpu.bytes_used(c) != glass::kv_bytes_per_token(c, glass::KvType::int8) * n;
+        bad += gpu.bytes_used(c) != cpu.bytes_used(c);
+        try { gpu.keys(0); bad += 1; } catch (const glass::Error&) {}  // no fp32 view of an int8 cache
         return bad;
     }});
 }
@@ -710,17 +921,29 @@ RowMatrix cpu_paged_attention(const PagedBatch& b, const RowMatrix& q, const gc:
 }
 
 // Runs one of the two paged attentions on the device over `b` (its pool uploaded); out [n_rows, q.cols()].
-std::vector<float> gpu_paged_attention(const PagedBatch& b, std::span<const glass::serve::BatchEntry> entries,
-                                       const RowMatrix& q, const gc::AttentionDims& d, bool naive) {
+// int8: the pool goes up in the int8 cache's form (quantize_rows; its NaN rows get NaN scales), and
+// `b`'s pool becomes what that dequantizes to, the CPU reference's input.
+std::vector<float> gpu_paged_attention(PagedBatch& b, std::span<const glass::serve::BatchEntry> entries,
+                                       const RowMatrix& q, const gc::AttentionDims& d, bool naive, bool int8 = false) {
     const gc::PagedStep step = gc::plan_step(entries, b.block_size);
     gc::DeviceBuffer ints = gc::to_device(std::span<const int>(step.ints));
     const gc::PagedRows rows = step.rows(ints.i32());
     gc::DeviceBuffer d_q = to_device(q), keys = to_device(b.keys), values = to_device(b.values);
+    gc::KvRows pool_keys = gc::KvRows::fp32(keys.f32()), pool_values = gc::KvRows::fp32(values.f32());
+    Int8Kv k8, v8;
+    if (int8) {
+        k8 = quantize_rows(b.keys, d.n_kv_heads, d.head_dim);
+        v8 = quantize_rows(b.values, d.n_kv_heads, d.head_dim);
+        pool_keys = k8.up();
+        pool_values = v8.up();
+        b.keys = k8.dequantized;
+        b.values = v8.dequantized;
+    }
     gc::DeviceBuffer scores = poisoned(std::size_t(step.n_rows) * d.n_heads * step.max_keys);
     gc::DeviceBuffer out = poisoned(std::size_t(step.n_rows) * q.cols());
-    (naive ? gc::paged_attention_naive : gc::paged_attention)(d_q.f32(), keys.f32(), values.f32(), rows, d,
-                                                              1.0f / std::sqrt(float(d.head_dim)), scores.f32(),
-                                                              out.f32());
+    const float scale = 1.0f / std::sqrt(float(d.head_dim));
+    if (naive) gc::paged_attention_naive(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
+    else gc::paged_attention(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
     return gc::to_host(out.f32(), std::size_t(step.n_rows) * q.cols());
 }
 
@@ -774,19 +997,79 @@ void add_paged(std::vector<Case>& cases) {
                                      h.kv_heads, h.head_dim),
                                  kF32, false, [shape, block_size, h, naive](Rng& rng) {
                     const gc::AttentionDims d{h.heads, h.kv_heads, h.head_dim};
-                    const PagedBatch b = make_paged_batch(rng, block_size, shape.spans,
+                    PagedBatch b = make_paged_batch(rng, block_size, shape.spans,
                                                           shape.shared_positions / block_size, h.kv_heads * h.head_dim);
                     const RowMatrix q = random_matrix(rng, b.n_rows(), h.heads * h.head_dim);
                     return relative_error(gpu_paged_attention(b, b.entries, q, d, naive), cpu_paged_attention(b, q, d));
                 }});
             }
+    // An int8 pool (KvType::int8): both attentions against the CPU over the dequantized pool (the
+    // same fp32 values: the fp32 rule), on the ragged and the shared-prefix batches, whose NaN
+    // rows now come as NaN scales.
+    for (int si : {2, 3})
+        for (bool naive : {true, false}) {
+            const PagedShape& shape = kPagedShapes[si];
+            const int block_size = si == 2 ? 5 : 16;
+            const H h = si == 2 ? H{8, 2, 64} : H{6, 3, 128};
+            cases.push_back({fmt("paged_attention(%s, int8 pool + scales, %s, block=%d, heads=%d, kv_heads=%d, head_dim=%d)",
+                                 naive ? "naive" : "block per (row, head)", shape.name, block_size, h.heads, h.kv_heads,
+                                 h.head_dim),
+                             kF32, false, [shape, block_size, h, naive](Rng& rng) {
+                const gc::AttentionDims d{h.heads, h.kv_heads, h.head_dim};
+                PagedBatch b = make_paged_batch(rng, block_size, shape.spans, shape.shared_positions / block_size,
+                                                h.kv_heads * h.head_dim);
+                const RowMatrix q = random_matrix(rng, b.n_rows(), h.heads * h.head_dim);
+                const std::vector<float> gpu = gpu_paged_attention(b, b.entries, q, d, naive, /*int8=*/true);
+                return relative_error(gpu, cpu_paged_attention(b, q, d));  // b's pool is now the dequantized one
+            }});
+        }
+    // paged_kv_write_int8 against quantize_kv_row through the slots: the whole int8 pool and its
+    // scales exactly (value: how many differ); rows no slot names keep their NaN scales.
+    cases.push_back({"paged_kv_write_int8(block=7, ragged rows, kv_heads=3, head_dim=40; whole pool exact)", 0.0, false,
+                     [](Rng& rng) {
+        const int block_size = 7, kv_heads = 3, head_dim = 40, kv_dim = kv_heads * head_dim;
+        PagedBatch b = make_paged_batch(rng, block_size, kPagedShapes[2].spans, 0, kv_dim);
+        const gc::PagedStep step = gc::plan_step(b.entries, block_size);
+        gc::DeviceBuffer ints = gc::to_device(std::span<const int>(step.ints));
+        const RowMatrix k = random_matrix(rng, step.n_rows, kv_dim), v = random_matrix(rng, step.n_rows, kv_dim, 2.0f);
+        const int pool_rows = b.num_blocks * block_size;
+        const std::size_t values = std::size_t(pool_rows) * kv_dim, scales = std::size_t(pool_rows) * kv_heads;
+        gc::DeviceBuffer d_keys(values), d_values(values), d_key_scales = poisoned(scales),
+            d_value_scales = poisoned(scales), d_k = to_device(k), d_v = to_device(v);
+        gc::paged_kv_write_int8(static_cast<std::int8_t*>(d_keys.data()), d_key_scales.f32(),
+                                static_cast<std::int8_t*>(d_values.data()), d_value_scales.f32(), d_k.f32(), d_v.f32(),
+                                kv_heads, head_dim, step.rows(ints.i32()));
+        double differ = 0;
+        for (int which = 0; which < 2; ++which) {
+            const Int8Kv want = quantize_rows(which ? v : k, kv_heads, head_dim);  // row r of the step
+            std::vector<std::int8_t> q(values);
+            gc::download(q.data(), (which ? d_values : d_keys).data(), values);
+            const std::vector<float> got = gc::to_host((which ? d_value_scales : d_key_scales).f32(), scales);
+            std::vector<bool> written(std::size_t(pool_rows), false);
+            Eigen::Index r = 0;
+            for (std::size_t e = 0; e < b.entries.size(); ++e)
+                for (int p = b.spans[e].first; p < b.spans[e].first + b.spans[e].second; ++p, ++r) {
+                    const std::size_t slot = std::size_t(glass::serve::pool_row(b.tables[e], block_size, p));
+                    written[slot] = true;
+                    for (int i = 0; i < kv_dim; ++i)
+                        differ += q[slot * kv_dim + std::size_t(i)] != want.q[std::size_t(r) * kv_dim + std::size_t(i)];
+                    for (int g = 0; g < kv_heads; ++g)
+                        differ += got[slot * kv_heads + std::size_t(g)] != want.scales[std::size_t(r) * kv_heads + std::size_t(g)];
+                }
+            for (int slot = 0; slot < pool_rows; ++slot)
+                if (!written[std::size_t(slot)])
+                    for (int g = 0; g < kv_heads; ++g) differ += !std::isnan(got[std::size_t(slot) * kv_heads + std::size_t(g)]);
+        }
+        return differ;
+    }});
+
     // Long requests: 2,000+ keys through 16-position blocks, decode and a chunk together.
     for (bool naive : {true, false})
         cases.push_back({fmt("paged_attention(%s, long: decode at 2100 + chunk of 64 at 2000, block=16, heads=8, "
                              "kv_heads=2, head_dim=128)", naive ? "naive" : "block per (row, head)"),
                          kF32, true, [naive](Rng& rng) {
             const gc::AttentionDims d{8, 2, 128};
-            const PagedBatch b = make_paged_batch(rng, 16, {{2100, 1}, {2000, 64}}, 0, 2 * 128);
+            PagedBatch b = make_paged_batch(rng, 16, {{2100, 1}, {2000, 64}}, 0, 2 * 128);
             const RowMatrix q = random_matrix(rng, b.n_rows(), 8 * 128);
             return relative_error(gpu_paged_attention(b, b.entries, q, d, naive), cpu_paged_attention(b, q, d));
         }});
@@ -798,7 +1081,7 @@ void add_paged(std::vector<Case>& cases) {
                              naive ? "naive" : "block per (row, head)"),
                          0.0, false, [naive](Rng& rng) {
             const gc::AttentionDims d{8, 2, 64};
-            const PagedBatch b = make_paged_batch(rng, 5, kPagedShapes[2].spans, 0, 2 * 64);
+            PagedBatch b = make_paged_batch(rng, 5, kPagedShapes[2].spans, 0, 2 * 64);
             const RowMatrix q = random_matrix(rng, b.n_rows(), 8 * 64);
             const std::vector<float> together = gpu_paged_attention(b, b.entries, q, d, naive);
             double differ = 0;

@@ -31,6 +31,10 @@
 /// give the same bits too.
 ///
 /// The pool: keys[layer], values[layer]   [num_blocks · block_size, kv_dim] each, in one buffer.
+/// With FastOptions::kv int8 (kv_cache.hpp): the same rows as int8, then their scales
+/// [layer][num_blocks · block_size, n_kv_heads] (K's, then V's); a row is quantized as it is
+/// stored, and attention dequantizes 32 rows of a KV head at a time (FastModel::attend's Int8Rows)
+/// to the values s · q the reference's int8 pool holds. Still per row: batch invariant.
 /// Buffers grow to the largest batch seen and are reused: a step allocates nothing after that.
 /// ```
 #pragma once
@@ -52,10 +56,9 @@ namespace glass::fast {
 class FastPagedBackend : public serve::PagedBackend {
 public:
     FastPagedBackend(const Model& model, FastOptions options)
-        : m_(model, options, SingleRow::matmul), c_(model.config),
-          scores_(scores_floats(m_.threads(), c_)) {
-        if (options.kv != KvType::fp32)
-            fail("the fast paged backend keeps its KV pool in fp32; an int8 KV cache is FastCpuSession's only, for now");
+        : m_(model, options, SingleRow::matmul), c_(model.config), int8_(options.kv == KvType::int8),
+          scratch_stride_(scratch_floats_per_thread(c_, int8_, m_.threads())),
+          scores_(static_cast<size_t>(m_.threads()) * static_cast<size_t>(scratch_stride_)) {
         if (options.int8_activations)  // its rows go through the matrix–matrix kernel, fp32 only
             fail("the fast paged backend multiplies in fp32; int8 activations are FastCpuSession's decode only, for now");
     }
@@ -64,13 +67,14 @@ public:
 
     void allocate_pool(int num_blocks, int block_size) override {
         if (num_blocks < 1 || block_size < 1) fail("KV pool of ", num_blocks, " blocks of ", block_size, " positions");
-        check_kv_cache_fits(c_, std::int64_t{num_blocks} * block_size, 4, "KV pool");
+        check_kv_cache_fits(c_, std::int64_t{num_blocks} * block_size, int8_ ? 1 : 4, "KV pool");
         num_blocks_ = block_size_ = 0;  // no pool while allocating (if that fails)
-        pool_ = HugeBuffer(static_cast<std::size_t>(floats_per_pool(num_blocks, block_size)) * 4);  // zeroed
+        pool_ = HugeBuffer(static_cast<std::size_t>(bytes_of_pool(num_blocks, block_size)));  // zeroed
         num_blocks_ = num_blocks;
         block_size_ = block_size;
     }
-    std::int64_t pool_bytes() const override { return floats_per_pool(num_blocks_, block_size_) * 4; }
+    std::int64_t pool_bytes() const override { return bytes_of_pool(num_blocks_, block_size_); }
+    KvType kv_type() const override { return m_.options().kv; }
     std::int64_t weight_bytes() const override { return m_.weight_bytes(); }
 
     int threads() const { return m_.threads(); }
@@ -118,19 +122,32 @@ private:
         int entry;  // its entry in the batch
     };
 
-    // threads x n_heads x seq_len attention weights (checked: a header's seq_len can be 4M).
-    static size_t scores_floats(int threads, const ModelConfig& c) {
-        const std::int64_t floats = std::int64_t{threads} * c.n_heads * c.seq_len;  // < 2^8 x 2^10 x 2^22
-        check_fits_in_memory(floats * 4, "the attention scores (threads x n_heads x seq_len floats)");
-        return static_cast<size_t>(floats);
+    // One thread's scratch: n_heads x seq_len attention weights, then with an int8 pool a run of
+    // dequantized rows (Int8Rows::scratch). Checked: a header's seq_len can be 4M.
+    static std::int64_t scratch_floats_per_thread(const ModelConfig& c, bool int8, int threads) {
+        const std::int64_t floats = std::int64_t{c.n_heads} * c.seq_len + (int8 ? std::int64_t{kInt8Run} * c.head_dim() : 0);
+        check_fits_in_memory(floats * 4 * threads, "the attention scores (threads x n_heads x seq_len floats)");
+        return floats;  // < 2^10 x 2^22 + 2^5 x 2^16, times < 2^8 threads
     }
-    std::int64_t floats_per_pool(int num_blocks, int block_size) const {
-        return 2 * std::int64_t{c_.n_layers} * num_blocks * block_size * c_.kv_dim();
+    // fp32: K then V, [layer][rows, kv_dim] floats. int8: the same as bytes, then the scales
+    // [layer][rows, n_kv_heads] floats of K, then of V.
+    std::int64_t bytes_of_pool(int num_blocks, int block_size) const {
+        const std::int64_t rows = std::int64_t{num_blocks} * block_size;
+        if (!int8_) return 2 * std::int64_t{c_.n_layers} * rows * c_.kv_dim() * 4;
+        return 2 * std::int64_t{c_.n_layers} * rows * (c_.kv_dim() + 4 * c_.n_kv_heads);
     }
-    float* keys(int layer) const {
-        return pool_.as<float>() + std::int64_t{layer} * num_blocks_ * block_size_ * c_.kv_dim();
-    }
+    std::int64_t pool_rows() const { return std::int64_t{num_blocks_} * block_size_; }
+    float* keys(int layer) const { return pool_.as<float>() + std::int64_t{layer} * pool_rows() * c_.kv_dim(); }
     float* values(int layer) const { return keys(c_.n_layers + layer); }
+    std::int8_t* key_q(int layer) const {
+        return reinterpret_cast<std::int8_t*>(pool_.as<float>()) + std::int64_t{layer} * pool_rows() * c_.kv_dim();
+    }
+    std::int8_t* value_q(int layer) const { return key_q(c_.n_layers + layer); }
+    float* key_scales(int layer) const {  // after the 2 · n_layers int8 matrices (a multiple of 4 bytes: kv_dim is even)
+        float* first = reinterpret_cast<float*>(key_q(2 * c_.n_layers));
+        return first + std::int64_t{layer} * pool_rows() * c_.n_kv_heads;
+    }
+    float* value_scales(int layer) const { return key_scales(c_.n_layers + layer); }
 
     // The stacked rows of this batch, and the rows whose logits are wanted (vectors that keep
     // their memory: no allocation once they have held the largest batch).
@@ -166,19 +183,24 @@ private:
         reserved_rows_ = n;
     }
 
-    // RoPE on row r of q and k at the row's own position; then k and v into its pool row.
+    // RoPE on row r of q and k at the row's own position; then k and v into its pool row (as
+    // int8 rows and one scale per KV head with an int8 pool).
     void store_kv(int layer, int n) {
-        const int dim = c_.dim, kv_dim = c_.kv_dim();
-        float* key_pool = keys(layer);
-        float* value_pool = values(layer);
+        const int dim = c_.dim, kv_dim = c_.kv_dim(), G = c_.n_kv_heads;
         auto job = [&](int r, int) {
             const Row& row = rows_[size_t(r)];
             float* k = k_ + std::int64_t{r} * kv_dim;
+            const float* v = v_ + std::int64_t{r} * kv_dim;
             m_.rope(q_ + std::int64_t{r} * dim, c_.n_heads, row.pos);
             m_.rope(k, c_.n_kv_heads, row.pos);
             const std::int64_t slot = serve::pool_row(batch_[size_t(row.entry)].block_table, block_size_, row.pos);
-            std::memcpy(key_pool + slot * kv_dim, k, sizeof(float) * static_cast<size_t>(kv_dim));
-            std::memcpy(value_pool + slot * kv_dim, v_ + std::int64_t{r} * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+            if (int8_) {
+                quantize_kv_row(k, G, c_.head_dim(), key_q(layer) + slot * kv_dim, key_scales(layer) + slot * G);
+                quantize_kv_row(v, G, c_.head_dim(), value_q(layer) + slot * kv_dim, value_scales(layer) + slot * G);
+                return;
+            }
+            std::memcpy(keys(layer) + slot * kv_dim, k, sizeof(float) * static_cast<size_t>(kv_dim));
+            std::memcpy(values(layer) + slot * kv_dim, v, sizeof(float) * static_cast<size_t>(kv_dim));
         };
         m_.pool().run(n, job);
     }
@@ -190,23 +212,28 @@ private:
     void attention(int layer, int n) {
         const int kv_heads = c_.n_kv_heads;
         const int ranges = std::clamp((4 * m_.threads() + n - 1) / n, 1, kv_heads);  // per row
-        const float* key_pool = keys(layer);
-        const float* value_pool = values(layer);
+        const float* key_pool = int8_ ? nullptr : keys(layer);
+        const float* value_pool = int8_ ? nullptr : values(layer);
         auto job = [&](int item, int thread) {
             const int r = item / ranges, part = item % ranges;
             const Row& row = rows_[size_t(r)];
+            float* scores = scores_.data() + std::int64_t{thread} * scratch_stride_;
+            const Int8Rows int8{key_q(layer), key_scales(layer), value_q(layer), value_scales(layer),
+                                scores + std::int64_t{c_.n_heads} * c_.seq_len};
             m_.attend(q_ + std::int64_t{r} * c_.dim, key_pool, value_pool, batch_[size_t(row.entry)].block_table.data(),
-                      block_size_, row.pos + 1, kv_heads * part / ranges, kv_heads * (part + 1) / ranges,
-                      scores_.data() + std::int64_t{thread} * c_.n_heads * c_.seq_len, att_ + std::int64_t{r} * c_.dim);
+                      block_size_, row.pos + 1, kv_heads * part / ranges, kv_heads * (part + 1) / ranges, scores,
+                      att_ + std::int64_t{r} * c_.dim, int8_ ? &int8 : nullptr);
         };
         m_.pool().run(n * ranges, job);
     }
 
     FastModel m_;  // packed weights, threads, kernels, products, norms, RoPE
     ModelConfig c_;
-    HugeBuffer pool_;  // keys[layer] then values[layer], [num_blocks · block_size, kv_dim] each
+    bool int8_;                  // FastOptions::kv int8: the pool holds int8 rows and scales
+    std::int64_t scratch_stride_;  // floats of scratch per thread
+    HugeBuffer pool_;  // keys[layer] then values[layer], [num_blocks · block_size, kv_dim] each (+ scales)
     int num_blocks_ = 0, block_size_ = 0;
-    std::vector<float> scores_;  // [threads][heads · seq_len]: one row's attention weights per thread
+    std::vector<float> scores_;  // [threads][heads · seq_len (+ a run of int8 rows)]: one row's attention weights per thread
     std::span<const serve::BatchEntry> batch_;  // the batch forward() is computing
     std::vector<Row> rows_;
     std::vector<int> logit_rows_;  // the stacked row whose logits each wanting entry gets

@@ -66,7 +66,8 @@ public:
     const ModelConfig& config() const override { return c_; }
     int position() const override { return length_; }
     void reset() override { length_ = 0; }
-    std::int64_t kv_bytes_used() const override { return kv_bytes_per_token(c_, m_.options().kv) * length_; }
+    KvType kv_type() const override { return m_.options().kv; }
+    std::int64_t kv_bytes_used() const override { return kv_bytes_per_token(c_, kv_type()) * length_; }
     // Bytes streamed per decoded token: every packed matrix (classifier included) + the norms.
     std::int64_t weight_bytes() const override { return m_.weight_bytes(); }
     const char* backend_name() const override { return "the fast CPU path (--threads/--precision)"; }

@@ -244,6 +244,7 @@ public:
 
     bool has_unfinished() const { return !scheduler_.idle(); }
     const ModelConfig& config() const { return backend_.config(); }
+    const PagedBackend& backend() const { return backend_; }
     const BlockManager& blocks() const { return blocks_; }
     const Scheduler& scheduler() const { return scheduler_; }
     /// A live request (for watching it), or nullptr once it has finished and been taken.
@@ -294,7 +295,7 @@ private:
         res.text = r.output.text();
         res.stop_reason = r.output.stop_reason();
         res.metrics = r.metrics;
-        res.metrics.kv_bytes_per_token = config().kv_bytes_per_token();
+        res.metrics.kv_bytes_per_token = kv_bytes_per_token(config(), backend_.kv_type());
         res.metrics.weight_bytes_per_token = backend_.weight_bytes();
         finish_metrics(res.metrics, static_cast<int>(r.prompt_ids.size()));
         res.logprobs = std::move(r.logprobs);

@@ -137,7 +137,7 @@ inline LoadResult run_load(Engine& engine, const LoadSpec& spec) {
 
     LoadResult r;
     r.requests = spec.requests;
-    const std::int64_t per_position = c.kv_bytes_per_token();
+    const std::int64_t per_position = kv_bytes_per_token(c, engine.backend().kv_type());
     const std::int64_t block_bytes = per_position * engine.blocks().block_size();
     std::vector<double> ttft, tpot;
     size_t next = 0, done = 0;

@@ -80,6 +80,9 @@ public:
     /// (Re)allocates the K/V pool; its previous contents are gone.
     virtual void allocate_pool(int num_blocks, int block_size) = 0;
     virtual std::int64_t pool_bytes() const = 0;
+    /// How the pool stores keys and values: fp32, or int8 with one scale per KV head and position
+    /// (kv_cache.hpp); kv_bytes_per_token(config(), kv_type()) is what a position costs.
+    virtual KvType kv_type() const { return KvType::fp32; }
     /// Runs every entry's tokens through the model, writing their K/V into the pool. Returns
     /// the logits [vocab] of the rows append_logit_rows names (the last token of each entry that
     /// wants them; every token of an every_row entry), in entry order: [n_rows, vocab], valid
@@ -101,7 +104,8 @@ public:
     const ModelConfig& config() const override { return backend_.config(); }
     int position() const override { return length_; }
     void reset() override { length_ = 0; }
-    std::int64_t kv_bytes_used() const override { return config().kv_bytes_per_token() * length_; }
+    KvType kv_type() const override { return backend_.kv_type(); }
+    std::int64_t kv_bytes_used() const override { return kv_bytes_per_token(config(), kv_type()) * length_; }
     std::int64_t weight_bytes() const override { return backend_.weight_bytes(); }
     const char* backend_name() const override { return "a paged-backend session"; }
     std::span<const float> prefill(std::span<const int> ids) override { return run(ids); }

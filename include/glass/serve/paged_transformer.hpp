@@ -22,6 +22,8 @@
 /// engine's output equals a request run alone, bit for bit, and tests can demand exactly that.
 ///
 /// PagedKVPool is the pool's storage here:  keys[layer], values[layer]  [num_blocks · block_size, kv_dim].
+/// With KvType::int8 every written row is rounded to what an int8 cache holds (one scale per KV
+/// head, kv_cache.hpp), exactly as KVCache does: the numbers every backend's int8 pool must give.
 /// (PagedSession, in paged_backend.hpp, runs one sequence alone over this backend.)
 /// ```
 #pragma once
@@ -46,8 +48,9 @@ namespace glass::serve {
 class PagedKVPool {
 public:
     PagedKVPool() = default;
-    PagedKVPool(const ModelConfig& c, int num_blocks, int block_size)
-        : num_blocks_(num_blocks), block_size_(block_size) {
+    PagedKVPool(const ModelConfig& c, int num_blocks, int block_size, KvType type = KvType::fp32)
+        : num_blocks_(num_blocks), block_size_(block_size), type_(type), n_kv_heads_(c.n_kv_heads),
+          head_dim_(c.head_dim()) {
         if (num_blocks < 1 || block_size < 1) fail("KV pool of ", num_blocks, " blocks of ", block_size, " positions");
         check_kv_cache_fits(c, std::int64_t{num_blocks} * block_size, sizeof(float), "KV pool");
         const Eigen::Index rows = static_cast<Eigen::Index>(num_blocks) * block_size;
@@ -57,6 +60,8 @@ public:
 
     int num_blocks() const { return num_blocks_; }
     int block_size() const { return block_size_; }
+    KvType type() const { return type_; }
+    /// Bytes allocated (fp32 here, whatever the type: this reference keeps the values s · q).
     std::int64_t bytes() const {
         std::int64_t total = 0;
         for (const RowMatrix& m : keys_) total += 2 * static_cast<std::int64_t>(m.size()) * sizeof(float);
@@ -67,8 +72,14 @@ public:
     void write(int layer, std::span<const int> table, int pos, const Eigen::Ref<const Eigen::RowVectorXf>& k,
                const Eigen::Ref<const Eigen::RowVectorXf>& v) {
         const Eigen::Index row = pool_row(table, block_size_, pos);
-        keys_[static_cast<size_t>(layer)].row(row) = k;
-        values_[static_cast<size_t>(layer)].row(row) = v;
+        auto key = keys_[static_cast<size_t>(layer)].row(row);
+        auto value = values_[static_cast<size_t>(layer)].row(row);
+        key = k;
+        value = v;
+        if (type_ == KvType::int8) {
+            round_kv_row_to_int8(key.data(), n_kv_heads_, head_dim_);
+            round_kv_row_to_int8(value.data(), n_kv_heads_, head_dim_);
+        }
     }
 
     /// Positions 0 .. n-1 of one sequence, copied out of their blocks into one matrix [n, kv_dim]
@@ -86,6 +97,8 @@ private:
 
     int num_blocks_ = 0;
     int block_size_ = 0;
+    KvType type_ = KvType::fp32;
+    int n_kv_heads_ = 0, head_dim_ = 0;
     std::vector<RowMatrix> keys_;    // [layer] -> [num_blocks * block_size, kv_dim]
     std::vector<RowMatrix> values_;  // [layer] -> [num_blocks * block_size, kv_dim]
 };
@@ -169,13 +182,16 @@ inline std::vector<float> paged_forward(const Model& m, PagedKVPool& pool, std::
     return logits;
 }
 
-/// The CPU reference as a PagedBackend.
+/// The CPU reference as a PagedBackend; `kv` int8: the pool keeps what an int8 cache holds.
 class CpuPagedBackend : public PagedBackend {
 public:
-    explicit CpuPagedBackend(const Model& model) : model_(model) {}
+    explicit CpuPagedBackend(const Model& model, KvType kv = KvType::fp32) : model_(model), kv_(kv) {}
     const ModelConfig& config() const override { return model_.config; }
-    void allocate_pool(int num_blocks, int block_size) override { pool_ = PagedKVPool(model_.config, num_blocks, block_size); }
+    void allocate_pool(int num_blocks, int block_size) override {
+        pool_ = PagedKVPool(model_.config, num_blocks, block_size, kv_);
+    }
     std::int64_t pool_bytes() const override { return pool_.bytes(); }
+    KvType kv_type() const override { return kv_; }
     std::span<const float> forward(std::span<const BatchEntry> batch) override {
         logits_ = paged_forward(model_, pool_, batch);
         return logits_;
@@ -184,6 +200,7 @@ public:
 
 private:
     const Model& model_;
+    KvType kv_;
     PagedKVPool pool_;
     std::vector<float> logits_;
 };
