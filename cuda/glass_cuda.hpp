@@ -24,7 +24,8 @@
 ///   all but rope_rows() declared in paged.hpp):
 ///   apply_rope per row  paged_transformer rope_rows()                      rope.cu
 ///   PagedKVPool::write  paged_transformer paged_kv_write(), paged_kv_write_int8()  paged_attention.cu
-///   attention over gathered keys           paged_attention_naive(), paged_attention()  paged_attention.cu
+///   attention over gathered keys           paged_attention_naive(), paged_attention(),  paged_attention.cu
+///                                          paged_flash_attention() (online softmax, no scores scratch)
 ///
 ///   K/V read by every attention but flash's: fp32 rows, or int8 rows + one fp32 scale per
 ///   (row, KV head) read as scale · (float)q, exactly the CPU's dequantized value (KvRows below).

@@ -16,6 +16,7 @@
 ///     rope_rows(q), rope_rows(k)                  row r at positions[r]
 ///     paged_kv_write(pool of this layer, k, v)    row r -> pool row slots[r]
 ///     att = paged_attention(q, pool)              row r over positions 0..pos(r) of its request
+///           (CudaPagedOptions::attention: naive, per_row or flash, paged_attention.cu)
 ///     x += att Woᵀ;  x += mlp(rmsnorm(x))
 ///   last = the rows at logit_rows (append_logit_rows: last or every)  [n_logits, dim]
 ///   logits = rmsnorm(last) Wclsᵀ                                  [n_logits, vocab] -> host
@@ -85,7 +86,19 @@ static const ModelConfig& require_device(const ModelConfig& c) {
     return c;
 }
 
+const char* to_string(PagedAttention a) {
+    switch (a) {
+    case PagedAttention::naive: return "naive";
+    case PagedAttention::per_row: return "per_row";
+    case PagedAttention::flash: return "flash";
+    }
+    return "?";
+}
+
 static const CudaPagedOptions& checked(const CudaPagedOptions& o) {
+    if (o.attention != PagedAttention::naive && o.attention != PagedAttention::per_row &&
+        o.attention != PagedAttention::flash)
+        fail("CudaPagedBackend: attention ", static_cast<int>(o.attention), " is not naive, per_row or flash");
     if (o.matmul != MatmulKernel::naive && o.matmul != MatmulKernel::tiled && o.matmul != MatmulKernel::warp_per_row)
         fail("CudaPagedBackend: the ", to_string(o.matmul), " matmul may sum a row differently in a different "
              "batch (batch invariance); use naive, tiled or warp_per_row");
@@ -149,7 +162,9 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
     serve::check_batch(c, batch, num_blocks_, block_size_);  // ids, positions, tables: on the host
     const PagedStep step = plan_step(batch, block_size_);
     const int n = step.n_rows;
-    ensure_scratch(n, step.n_logits, std::int64_t{n} * c.n_heads * step.max_keys);
+    // The flash attention keeps its scores on chip: no scratch for them.
+    const bool needs_scores = options_.attention != PagedAttention::flash;
+    ensure_scratch(n, step.n_logits, needs_scores ? std::int64_t{n} * c.n_heads * step.max_keys : 0);
     const std::size_t int_bytes = step.ints.size() * sizeof(int);
     if (int_bytes > ints_.bytes()) ints_ = DeviceBuffer(std::max(int_bytes, 2 * ints_.bytes()));
     upload(ints_.data(), step.ints.data(), int_bytes);  // the one upload of the step
@@ -190,10 +205,17 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
             pool_keys = KvRows::fp32(keys_.f32() + at);
             pool_values = KvRows::fp32(values_.f32() + at);
         }
-        if (options_.naive_attention)
+        switch (options_.attention) {
+        case PagedAttention::naive:
             paged_attention_naive(q_.f32(), pool_keys, pool_values, rows, dims, scale, scores_.f32(), att_.f32());
-        else
+            break;
+        case PagedAttention::per_row:
             paged_attention(q_.f32(), pool_keys, pool_values, rows, dims, scale, scores_.f32(), att_.f32());
+            break;
+        case PagedAttention::flash:
+            paged_flash_attention(q_.f32(), pool_keys, pool_values, rows, dims, scale, att_.f32());
+            break;
+        }
         matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
         residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
         // MLP half.

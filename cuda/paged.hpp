@@ -9,7 +9,8 @@
 ///
 ///   PagedRows, PagedStep, plan_step()    one step's rows as the kernels read them   paged.cpp
 ///   paged_kv_write(), paged_kv_write_int8()   K/V rows into their pool slots        paged_attention.cu
-///   paged_attention_naive(), paged_attention()   attention through block tables     paged_attention.cu
+///   paged_attention_naive(), paged_attention(),  attention through block tables     paged_attention.cu
+///   paged_flash_attention()                      (PagedAttention: naive, per_row, flash)
 ///   CudaPagedBackend                     serve::PagedBackend on the GPU             paged.cpp
 ///
 /// rope_rows() (rope.cu), the per-row RoPE a step also needs, sits with the other stages in
@@ -78,17 +79,31 @@ void paged_kv_write_int8(std::int8_t* d_pool_keys, float* d_pool_key_scales, std
 void paged_attention_naive(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
                            const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
                            float* d_out);
-// Fast: one block per (row, head) walking the request's blocks; d_scores as for the naive one.
+// Per row: one block per (row, head) walking the request's blocks; d_scores as for the naive one.
 void paged_attention(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
                      const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
                      float* d_out);
-// Both over a pool of either type (KvRows, glass_cuda.hpp: fp32, or int8 + scales); the fp32 calls
+// Flash: one block per (row, head) walking the request's positions in tiles with the online
+// softmax (glass/flash_attention.hpp); no scores scratch. head_dim <= 256.
+void paged_flash_attention(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
+                           const PagedRows& rows, const AttentionDims& dims, float scale, float* d_out);
+// All three over a pool of either type (KvRows, glass_cuda.hpp: fp32, or int8 + scales); the fp32 calls
 // above are these.
 void paged_attention_naive(const float* d_q, const KvRows& pool_keys, const KvRows& pool_values,
                            const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
                            float* d_out);
 void paged_attention(const float* d_q, const KvRows& pool_keys, const KvRows& pool_values, const PagedRows& rows,
                      const AttentionDims& dims, float scale, float* d_scores, float* d_out);
+void paged_flash_attention(const float* d_q, const KvRows& pool_keys, const KvRows& pool_values,
+                           const PagedRows& rows, const AttentionDims& dims, float scale, float* d_out);
+
+// Which paged attention CudaPagedBackend::forward runs. All three are batch invariant.
+enum class PagedAttention {
+    naive,    // paged_attention_naive: scores, softmax, weighted sum (three kernels)
+    per_row,  // paged_attention: one block per (row, head), scores in a scratch row
+    flash,    // paged_flash_attention: one block per (row, head), online softmax, no scratch
+};
+const char* to_string(PagedAttention a);
 
 struct CudaPagedOptions {
     WeightType weights = WeightType::f32;
@@ -97,7 +112,7 @@ struct CudaPagedOptions {
     // choose a different algorithm, and so a different summation order, for a different batch
     // shape, and then a request's tokens would depend on who else is in the batch.
     MatmulKernel matmul = MatmulKernel::tiled;
-    bool naive_attention = false;  // paged_attention_naive instead of paged_attention
+    PagedAttention attention = PagedAttention::per_row;
     KvType kv = KvType::fp32;      // the pool's storage: int8 = paged_kv_write_int8, attention reads int8
 };
 

@@ -16,18 +16,34 @@
 ///   quantize_kv_row (glass/kv_cache.hpp) of k, v row r, one warp per (row, KV head), exactly the
 ///   CPU pool's integers and scales (common.cuh's warp_quantize_int8).
 /// Then row r attends to positions 0 .. pos(r) of its own request (causal per request; query
-/// head h reads KV head h / (n_heads / n_kv_heads)):
+/// head h reads KV head h / (n_heads / n_kv_heads)), in one of three ways (CudaPagedOptions::
+/// attention, paged.hpp), all giving
+///   out      [n_rows, n_heads * head_dim]   softmax(q_h · K_gᵀ · scale) · V_g over 0 .. pos(r)
 ///
-/// Naive: attention.cu's three steps with one more lookup per key —
+/// Naive (paged_attention_naive): attention.cu's three steps with one more lookup per key —
 ///   1. scores [n_rows, n_heads, max_keys] = q_h · k_g(j) · scale for j <= pos(r), -inf after
 ///   2. softmax over each row (softmax.cu)
 ///   3. out = weights · V, one thread per output number, keys 0 .. pos(r) in order
-/// Fast: one block per (row, head) walks its request's blocks, as attention_decode walks the
-///   cache: threads split the keys for the scores and the softmax's max and sum, then split
-///   head_dim for the weighted sum, block by block of the table (coalesced reads of V rows).
-///   Scores go to a scratch row of max_keys floats per (row, head).
+/// Per row (paged_attention): one block per (row, head) walks its request's blocks, as
+///   attention_decode walks the cache: threads split the keys for the scores and the softmax's
+///   max and sum, then split head_dim for the weighted sum, block by block of the table
+///   (coalesced reads of V rows). Scores go to a scratch row of max_keys floats per (row, head).
 ///
-/// Both attentions read fp32 or int8 pools through one kernel body each: a template over
+/// Flash (paged_flash_attention): one block of kPagedFlashThreads (128) threads per (row, head),
+///   and no score ever goes to global memory (no scratch at all). The block walks positions
+///   0 .. pos(r) in tiles of 128 consecutive positions (tile t = positions 128t .. 128t + 127,
+///   each looked up in the block table, so a tile may span several KV blocks), keeping the online
+///   softmax state of glass/flash_attention.hpp — running max m, running sum l and the
+///   unnormalised output o[head_dim] — exactly as flash_attention.cu's tiled kernel does per row:
+///     a. thread j: s[j] = q_h · k(128t + j) · scale                      (shared, 128 floats)
+///     b. every thread: m' = max(m, max_j s[j]), c = exp(m − m')            (0 on the first tile)
+///     c. thread j: p[j] = exp(s[j] − m')                                  (shared, 128 floats)
+///     d. every thread: l = l · c + Σ_j p[j]; thread d: o[d] = o[d] · c + Σ_j p[j] · v(128t + j)[d]
+///   then out[r, h] = o / l. head_dim ≤ 256 (each thread owns output numbers d = tid, tid + 128).
+///   Two barriers per tile; s, p and the tile's pool rows sit in separate shared arrays so that
+///   a step never overwrites what a slower thread may still read.
+///
+/// All three attentions read fp32 or int8 pools through one kernel body each: a template over
 /// common.cuh's row reader, which gives back scale · (float)q for int8 (the CPU pool's values).
 ///
 /// Batch invariance. The engine's tests demand that a request's tokens equal the request run
@@ -35,6 +51,10 @@
 /// keys a thread takes, and in which order the sums run, depend on pos(r) and the fixed block
 /// size only. In the naive softmax the row is max_keys wide (the batch's longest), but the masked
 /// tail adds exact zeros to the sums and leaves the maximum alone, so the width changes nothing.
+/// In the flash kernel the tiles are fixed by pos(r) alone (multiples of 128 positions), every
+/// dot product runs d = 0 .. head_dim − 1 in one thread, and every thread sums the tile's maximum,
+/// l and its o[d] serially in position order; max_keys, n_rows and the other rows never enter
+/// (nor, but for which pool rows are read, the block size).
 /// ```
 #include "common.cuh"
 #include "paged.hpp"
@@ -253,6 +273,104 @@ void paged_attention(const float* d_q, const float* d_pool_keys, const float* d_
                      const PagedRows& rows, const AttentionDims& dims, float scale, float* d_scores,
                      float* d_out) {
     paged_attention(d_q, KvRows::fp32(d_pool_keys), KvRows::fp32(d_pool_values), rows, dims, scale, d_scores, d_out);
+}
+
+// ---- flash: online softmax, one block per (row, head) -------------------------------------------
+
+constexpr int kPagedFlashThreads = 128;  // threads per block, and positions per tile
+constexpr int kPagedFlashMaxHeadDim = 256;
+constexpr int kPagedFlashOutPerThread = kPagedFlashMaxHeadDim / kPagedFlashThreads;  // o[] per thread
+
+// grid: n_rows · n_heads blocks, block b = (row b / n_heads, head b % n_heads), kPagedFlashThreads
+// threads; dynamic shared memory: head_dim floats (the query).
+template <class Rows>
+__global__ void paged_flash_attention_kernel(const float* q, Rows pool_keys, Rows pool_values, PagedRows rows,
+                                             int n_heads, int n_kv_heads, int head_dim, float scale, float* out) {
+    extern __shared__ float q_head[];  // [head_dim]
+    __shared__ float s[kPagedFlashThreads];                  // the tile's scores
+    __shared__ float p[kPagedFlashThreads];                  // exp(s[j] - m'), written in step c
+    __shared__ std::int64_t pool_rows[kPagedFlashThreads];  // the tile's pool rows, written in step c
+    const int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads, g = h / (n_heads / n_kv_heads);
+    const int n_k = rows.positions[r] + 1;  // causal: positions 0 .. pos(r) of its own request
+    const int* table = rows.block_ids + rows.table_start[r];
+    const int tid = threadIdx.x;
+    for (int d = tid; d < head_dim; d += blockDim.x) q_head[d] = q[(std::int64_t{r} * n_heads + h) * head_dim + d];
+    __syncthreads();
+
+    // The online softmax state: identical in every thread (each computes m and l itself, in the
+    // same order); o[i] is output number tid + i · blockDim.x.
+    float m = -INFINITY, l = 0.0f;
+    float o[kPagedFlashOutPerThread];
+    for (int i = 0; i < kPagedFlashOutPerThread; ++i) o[i] = 0.0f;
+
+    for (int j0 = 0; j0 < n_k; j0 += kPagedFlashThreads) {  // positions j0 .. j0 + cols - 1
+        const int cols = min(kPagedFlashThreads, n_k - j0);
+        // a. thread tid scores position j0 + tid (the next tile's a runs after this tile's c barrier,
+        //    so no thread still reads s then).
+        std::int64_t my_row = 0;
+        if (tid < cols) {
+            my_row = pool_row_of(table, rows.block_size, j0 + tid);
+            const auto k_row = pool_keys.row(my_row, g);
+            float dot = 0.0f;
+            for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
+            s[tid] = dot * scale;
+        }
+        __syncthreads();
+        // b. the new running max and the correction of what was summed so far.
+        float tile_max = -INFINITY;
+        for (int j = 0; j < cols; ++j) tile_max = fmaxf(tile_max, s[j]);
+        const float m_new = fmaxf(m, tile_max);
+        const float correction = expf(m - m_new);  // 0 on the first tile (m = -inf)
+        // c. the tile's weights, and its pool rows for the values (p and pool_rows are read in d
+        //    of this tile only; the next tile writes them after its a barrier).
+        if (tid < cols) {
+            p[tid] = expf(s[tid] - m_new);
+            pool_rows[tid] = my_row;
+        }
+        __syncthreads();
+        // d. every thread: l; thread tid: its output numbers. Positions in order.
+        l *= correction;
+        for (int j = 0; j < cols; ++j) l += p[j];
+        for (int i = 0; i < kPagedFlashOutPerThread; ++i) o[i] *= correction;
+        for (int j = 0; j < cols; ++j) {
+            const auto v_row = pool_values.row(pool_rows[j], g);
+            for (int i = 0; i < kPagedFlashOutPerThread; ++i) {
+                const int d = tid + i * kPagedFlashThreads;
+                if (d < head_dim) o[i] += p[j] * v_row[d];
+            }
+        }
+        m = m_new;
+    }
+    for (int i = 0; i < kPagedFlashOutPerThread; ++i) {
+        const int d = tid + i * kPagedFlashThreads;
+        if (d < head_dim) out[(std::int64_t{r} * n_heads + h) * head_dim + d] = o[i] / l;
+    }
+}
+
+template <class Rows>
+static void paged_flash_attention_launch(const float* d_q, Rows d_pool_keys, Rows d_pool_values,
+                                         const PagedRows& rows, const AttentionDims& dims, float scale, float* d_out) {
+    const std::size_t shared_bytes = static_cast<std::size_t>(dims.head_dim) * sizeof(float);
+    const std::int64_t blocks = std::int64_t{rows.n_rows} * dims.n_heads;
+    paged_flash_attention_kernel<<<grid_for(blocks, 1), kPagedFlashThreads, shared_bytes>>>(
+        d_q, d_pool_keys, d_pool_values, rows, dims.n_heads, dims.n_kv_heads, dims.head_dim, scale, d_out);
+    CHECK_LAUNCH("paged_flash_attention_kernel");
+}
+
+void paged_flash_attention(const float* d_q, const KvRows& pool_keys, const KvRows& pool_values,
+                           const PagedRows& rows, const AttentionDims& dims, float scale, float* d_out) {
+    check_paged(rows, dims);
+    check_kv_rows(pool_keys, pool_values, "paged_flash_attention");
+    if (dims.head_dim > kPagedFlashMaxHeadDim)
+        fail("paged_flash_attention: head_dim ", dims.head_dim, " is above the kernel's ", kPagedFlashMaxHeadDim);
+    with_kv_readers(pool_keys, pool_values, dims, [&](auto key_rows, auto value_rows) {
+        paged_flash_attention_launch(d_q, key_rows, value_rows, rows, dims, scale, d_out);
+    });
+}
+
+void paged_flash_attention(const float* d_q, const float* d_pool_keys, const float* d_pool_values,
+                           const PagedRows& rows, const AttentionDims& dims, float scale, float* d_out) {
+    paged_flash_attention(d_q, KvRows::fp32(d_pool_keys), KvRows::fp32(d_pool_values), rows, dims, scale, d_out);
 }
 
 }  // namespace glass::cuda

@@ -573,26 +573,28 @@ private:
 TEST_CASE("CudaPagedBackend: every step's logits within 1e-5 of CpuPagedBackend's on the same batches") {
     // Ragged batches from the engine itself: prompts chunked by a small budget, prefix-cache hits
     // (blocks shared between requests), decode rows beside prompt chunks, a pool small enough to
-    // preempt. Every matmul kernel the backend allows, both paged attentions; fp16 weights
+    // preempt. Every matmul kernel the backend allows, all three paged attentions; fp16 weights
     // against the CPU on the same rounded weights (as for CudaSession above).
     const glass::Model& m = test::shipped();
     const glass::Model f16_weights = rounded_copy(m, gc::WeightType::f16);
-    struct Variant { gc::MatmulKernel matmul; bool naive_attention; int block_size; gc::WeightType weights; };
-    for (const Variant v : {Variant{gc::MatmulKernel::tiled, false, 5, gc::WeightType::f32},
-                            Variant{gc::MatmulKernel::naive, true, 16, gc::WeightType::f32},
-                            Variant{gc::MatmulKernel::warp_per_row, false, 1, gc::WeightType::f32},
-                            Variant{gc::MatmulKernel::tiled, false, 7, gc::WeightType::f16}}) {
-        if (kSmall && v.block_size != 5 && v.block_size != 16) continue;  // f32 tiled + naive both
+    using A = gc::PagedAttention;
+    struct Variant { gc::MatmulKernel matmul; A attention; int block_size; gc::WeightType weights; int n_requests; };
+    for (const Variant v : {Variant{gc::MatmulKernel::tiled, A::per_row, 5, gc::WeightType::f32, 5},
+                            Variant{gc::MatmulKernel::naive, A::naive, 16, gc::WeightType::f32, 5},
+                            Variant{gc::MatmulKernel::warp_per_row, A::per_row, 1, gc::WeightType::f32, 5},
+                            Variant{gc::MatmulKernel::tiled, A::per_row, 7, gc::WeightType::f16, 5},
+                            Variant{gc::MatmulKernel::tiled, A::flash, 3, gc::WeightType::f32, 3}}) {
+        if (kSmall && v.block_size != 5 && v.block_size != 16 && v.attention != A::flash) continue;  // one of each
         CAPTURE(gc::to_string(v.matmul));
-        CAPTURE(v.naive_attention);
+        CAPTURE(gc::to_string(v.attention));
         CAPTURE(v.block_size);
         CAPTURE(gc::to_string(v.weights));
-        gc::CudaPagedBackend gpu(m, {v.weights, v.matmul, v.naive_attention});
+        gc::CudaPagedBackend gpu(m, {v.weights, v.matmul, v.attention});
         glass::serve::CpuPagedBackend cpu(v.weights == gc::WeightType::f32 ? m : f16_weights);
         ComparingBackend both(gpu, cpu);
         const test::Workload w = test::random_workload(7, m.config, v.block_size, /*budget=*/24,
                                                        /*num_blocks=*/(120 + v.block_size - 1) / v.block_size,
-                                                       /*prefix_caching=*/true, /*chunked_prefill=*/true, /*n_requests=*/5);
+                                                       /*prefix_caching=*/true, /*chunked_prefill=*/true, v.n_requests);
         test::WorkloadStats stats;
         test::run_workload(both, test::shipped_tok(), w, &stats);
         CHECK(both.worst <= kF32);
@@ -602,16 +604,17 @@ TEST_CASE("CudaPagedBackend: every step's logits within 1e-5 of CpuPagedBackend'
 }
 
 // An int8 pool (CudaPagedOptions::kv) against CpuPagedBackend(m, KvType::int8) on the engine's
-// ragged batches (chunks, prefix hits, decode rows beside prompt rows), both paged attentions.
+// ragged batches (chunks, prefix hits, decode rows beside prompt rows), all three paged attentions.
 // Tolerance kInt8 on each entry's logits (see its comment at the top: a K/V value within ~1e-7 of
 // a rounding boundary may round to the other integer on one side).
 TEST_CASE("CudaPagedBackend with an int8 pool: every step's logits near CpuPagedBackend's int8 pool") {
     const glass::Model& m = test::shipped();
-    for (const bool naive_attention : {false, true}) {
-        if (kSmall && naive_attention) continue;
-        CAPTURE(naive_attention);
+    for (const gc::PagedAttention attention :
+         {gc::PagedAttention::per_row, gc::PagedAttention::naive, gc::PagedAttention::flash}) {
+        if (kSmall && attention == gc::PagedAttention::naive) continue;
+        CAPTURE(gc::to_string(attention));
         gc::CudaPagedOptions options;
-        options.naive_attention = naive_attention;
+        options.attention = attention;
         options.kv = glass::KvType::int8;
         gc::CudaPagedBackend gpu(m, options);
         glass::serve::CpuPagedBackend cpu(m, glass::KvType::int8);
@@ -656,6 +659,13 @@ TEST_CASE("engine over CudaPagedBackend: each request's tokens equal the request
         total.add(test::check_workload_against_alone(backend, alone, test::shipped_tok(), workload));
     }
     if (!kSmall) test::check_exercised(total, 3);  // the workloads did what they are meant to
+    // The flash attention (CudaPagedOptions::attention) under the same rule, on the first workload
+    // (block size 1, chunked prompts, prefix hits, preemption).
+    gc::CudaPagedOptions flash;
+    flash.attention = gc::PagedAttention::flash;
+    gc::CudaPagedBackend flash_backend(m, flash), flash_alone(m, flash);
+    const test::Workload workload = test::random_workload(8, m.config, 1, 7, 90, true, true, /*n_requests=*/5);
+    test::check_workload_against_alone(flash_backend, flash_alone, test::shipped_tok(), workload);
 }
 
 TEST_CASE("engine over CudaPagedBackend: llama2.c's greedy goldens, batched") {
@@ -734,7 +744,7 @@ TEST_CASE("engine over CudaPagedBackend with speculation: every checked row as o
 TEST_CASE("CudaPagedBackend refuses what it cannot do, naming it") {
     const glass::Model& m = test::shipped();
     for (gc::MatmulKernel k : {gc::MatmulKernel::cublas, gc::MatmulKernel::automatic})
-        CHECK_THROWS_WITH_AS(gc::CudaPagedBackend(m, {gc::WeightType::f32, k, false}),
+        CHECK_THROWS_WITH_AS(gc::CudaPagedBackend(m, {gc::WeightType::f32, k}),
                              doctest::Contains("batch invariance"), glass::Error);
     gc::CudaPagedBackend gpu(m);
     const std::vector<int> tokens = {1, 403, 407};

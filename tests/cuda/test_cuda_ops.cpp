@@ -920,11 +920,24 @@ RowMatrix cpu_paged_attention(const PagedBatch& b, const RowMatrix& q, const gc:
     return out;
 }
 
-// Runs one of the two paged attentions on the device over `b` (its pool uploaded); out [n_rows, q.cols()].
+// The three paged attentions, as the rows name them.
+const gc::PagedAttention kPagedAttentions[] = {gc::PagedAttention::naive, gc::PagedAttention::per_row,
+                                               gc::PagedAttention::flash};
+const char* paged_name(gc::PagedAttention a) {
+    switch (a) {
+    case gc::PagedAttention::naive: return "naive";
+    case gc::PagedAttention::per_row: return "block per (row, head)";
+    case gc::PagedAttention::flash: return "flash, online softmax";
+    }
+    return "?";
+}
+
+// Runs one of the three paged attentions on the device over `b` (its pool uploaded); out [n_rows, q.cols()].
 // int8: the pool goes up in the int8 cache's form (quantize_rows; its NaN rows get NaN scales), and
 // `b`'s pool becomes what that dequantizes to, the CPU reference's input.
 std::vector<float> gpu_paged_attention(PagedBatch& b, std::span<const glass::serve::BatchEntry> entries,
-                                       const RowMatrix& q, const gc::AttentionDims& d, bool naive, bool int8 = false) {
+                                       const RowMatrix& q, const gc::AttentionDims& d, gc::PagedAttention which,
+                                       bool int8 = false) {
     const gc::PagedStep step = gc::plan_step(entries, b.block_size);
     gc::DeviceBuffer ints = gc::to_device(std::span<const int>(step.ints));
     const gc::PagedRows rows = step.rows(ints.i32());
@@ -942,8 +955,17 @@ std::vector<float> gpu_paged_attention(PagedBatch& b, std::span<const glass::ser
     gc::DeviceBuffer scores = poisoned(std::size_t(step.n_rows) * d.n_heads * step.max_keys);
     gc::DeviceBuffer out = poisoned(std::size_t(step.n_rows) * q.cols());
     const float scale = 1.0f / std::sqrt(float(d.head_dim));
-    if (naive) gc::paged_attention_naive(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
-    else gc::paged_attention(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
+    switch (which) {
+    case gc::PagedAttention::naive:
+        gc::paged_attention_naive(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
+        break;
+    case gc::PagedAttention::per_row:
+        gc::paged_attention(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
+        break;
+    case gc::PagedAttention::flash:  // no scores: `scores` stays poisoned and unused
+        gc::paged_flash_attention(d_q.f32(), pool_keys, pool_values, rows, d, scale, out.f32());
+        break;
+    }
     return gc::to_host(out.f32(), std::size_t(step.n_rows) * q.cols());
 }
 
@@ -986,40 +1008,41 @@ void add_paged(std::vector<Case>& cases) {
     struct H { int heads, kv_heads, head_dim; };
     const H heads[] = {H{4, 4, 64}, H{8, 2, 128}, H{8, 1, 64}, H{6, 3, 128}};  // GQA 1, 4, 8, 2
     const int block_sizes[] = {1, 16, 5, 7};
+    // Every row at kF32 (the top of this file). The flash kernel's online softmax also rescales
+    // its running sums by exp(m - m') once per 128-position tile (up to 3 tiles here): a few more
+    // roundings of ~6e-8 each per output, still far below 1e-5.
     for (int si = 0; si < 4; ++si)
         for (int bi = 0; bi < 4; ++bi)
-            for (bool naive : {true, false}) {
+            for (gc::PagedAttention which : kPagedAttentions) {
                 const PagedShape& shape = kPagedShapes[si];
                 const int block_size = block_sizes[bi];
                 const H h = heads[(si + bi) % 4];  // every shape and every block size meets every head layout
                 cases.push_back({fmt("paged_attention(%s, %s, block=%d, heads=%d, kv_heads=%d, head_dim=%d)",
-                                     naive ? "naive" : "block per (row, head)", shape.name, block_size, h.heads,
-                                     h.kv_heads, h.head_dim),
-                                 kF32, false, [shape, block_size, h, naive](Rng& rng) {
+                                     paged_name(which), shape.name, block_size, h.heads, h.kv_heads, h.head_dim),
+                                 kF32, false, [shape, block_size, h, which](Rng& rng) {
                     const gc::AttentionDims d{h.heads, h.kv_heads, h.head_dim};
                     PagedBatch b = make_paged_batch(rng, block_size, shape.spans,
                                                           shape.shared_positions / block_size, h.kv_heads * h.head_dim);
                     const RowMatrix q = random_matrix(rng, b.n_rows(), h.heads * h.head_dim);
-                    return relative_error(gpu_paged_attention(b, b.entries, q, d, naive), cpu_paged_attention(b, q, d));
+                    return relative_error(gpu_paged_attention(b, b.entries, q, d, which), cpu_paged_attention(b, q, d));
                 }});
             }
-    // An int8 pool (KvType::int8): both attentions against the CPU over the dequantized pool (the
+    // An int8 pool (KvType::int8): all three attentions against the CPU over the dequantized pool (the
     // same fp32 values: the fp32 rule), on the ragged and the shared-prefix batches, whose NaN
     // rows now come as NaN scales.
     for (int si : {2, 3})
-        for (bool naive : {true, false}) {
+        for (gc::PagedAttention which : kPagedAttentions) {
             const PagedShape& shape = kPagedShapes[si];
             const int block_size = si == 2 ? 5 : 16;
             const H h = si == 2 ? H{8, 2, 64} : H{6, 3, 128};
             cases.push_back({fmt("paged_attention(%s, int8 pool + scales, %s, block=%d, heads=%d, kv_heads=%d, head_dim=%d)",
-                                 naive ? "naive" : "block per (row, head)", shape.name, block_size, h.heads, h.kv_heads,
-                                 h.head_dim),
-                             kF32, false, [shape, block_size, h, naive](Rng& rng) {
+                                 paged_name(which), shape.name, block_size, h.heads, h.kv_heads, h.head_dim),
+                             kF32, false, [shape, block_size, h, which](Rng& rng) {
                 const gc::AttentionDims d{h.heads, h.kv_heads, h.head_dim};
                 PagedBatch b = make_paged_batch(rng, block_size, shape.spans, shape.shared_positions / block_size,
                                                 h.kv_heads * h.head_dim);
                 const RowMatrix q = random_matrix(rng, b.n_rows(), h.heads * h.head_dim);
-                const std::vector<float> gpu = gpu_paged_attention(b, b.entries, q, d, naive, /*int8=*/true);
+                const std::vector<float> gpu = gpu_paged_attention(b, b.entries, q, d, which, /*int8=*/true);
                 return relative_error(gpu, cpu_paged_attention(b, q, d));  // b's pool is now the dequantized one
             }});
         }
@@ -1064,32 +1087,32 @@ void add_paged(std::vector<Case>& cases) {
     }});
 
     // Long requests: 2,000+ keys through 16-position blocks, decode and a chunk together.
-    for (bool naive : {true, false})
+    for (gc::PagedAttention which : kPagedAttentions)
         cases.push_back({fmt("paged_attention(%s, long: decode at 2100 + chunk of 64 at 2000, block=16, heads=8, "
-                             "kv_heads=2, head_dim=128)", naive ? "naive" : "block per (row, head)"),
-                         kF32, true, [naive](Rng& rng) {
+                             "kv_heads=2, head_dim=128)", paged_name(which)),
+                         kF32, true, [which](Rng& rng) {
             const gc::AttentionDims d{8, 2, 128};
             PagedBatch b = make_paged_batch(rng, 16, {{2100, 1}, {2000, 64}}, 0, 2 * 128);
             const RowMatrix q = random_matrix(rng, b.n_rows(), 8 * 128);
-            return relative_error(gpu_paged_attention(b, b.entries, q, d, naive), cpu_paged_attention(b, q, d));
+            return relative_error(gpu_paged_attention(b, b.entries, q, d, which), cpu_paged_attention(b, q, d));
         }});
 
     // Batch invariance, which the engine's tests rely on: each entry alone gives bit for bit the
     // rows it gets inside the batch (value: how many floats differ).
-    for (bool naive : {true, false})
+    for (gc::PagedAttention which : kPagedAttentions)
         cases.push_back({fmt("paged_attention(%s, batch invariance: each entry alone == in the ragged batch, exact)",
-                             naive ? "naive" : "block per (row, head)"),
-                         0.0, false, [naive](Rng& rng) {
+                             paged_name(which)),
+                         0.0, false, [which](Rng& rng) {
             const gc::AttentionDims d{8, 2, 64};
             PagedBatch b = make_paged_batch(rng, 5, kPagedShapes[2].spans, 0, 2 * 64);
             const RowMatrix q = random_matrix(rng, b.n_rows(), 8 * 64);
-            const std::vector<float> together = gpu_paged_attention(b, b.entries, q, d, naive);
+            const std::vector<float> together = gpu_paged_attention(b, b.entries, q, d, which);
             double differ = 0;
             Eigen::Index row = 0;
             for (std::size_t e = 0; e < b.entries.size(); ++e) {
                 const int n = b.spans[e].second;
                 const std::vector<float> alone =
-                    gpu_paged_attention(b, {&b.entries[e], 1}, q.middleRows(row, n), d, naive);
+                    gpu_paged_attention(b, {&b.entries[e], 1}, q.middleRows(row, n), d, which);
                 for (std::size_t i = 0; i < alone.size(); ++i)
                     differ += alone[i] != together[std::size_t(row) * q.cols() + i];
                 row += n;

@@ -53,15 +53,19 @@ inline std::int64_t tiled_keys_head_stride(int max_keys, int head_dim, int tile_
     return std::int64_t{(max_keys + tile_k - 1) / tile_k} * tile_k * head_dim;
 }
 
-/// Fills the key tiles of keys [n_k, ldkv] (row-major). Threads split the (KV head, tile) pairs.
+/// Fills the key tiles of keys [n_k, ldkv] (row-major) for keys first .. n_k - 1 (the earlier
+/// ones are already there: a session adds each prompt chunk's keys to the tiles it keeps). Threads
+/// split the (KV head, tile) pairs.
 inline void transpose_keys_tiled(const float* keys, long ldkv, int n_k, int n_kv_heads, int head_dim,
-                                 int tile_k, float* keys_t, std::int64_t head_stride, ThreadPool& pool) {
-    const int tiles = (n_k + tile_k - 1) / tile_k;
+                                 int tile_k, float* keys_t, std::int64_t head_stride, ThreadPool& pool, int first = 0) {
+    const int first_tile = first / tile_k;
+    const int tiles = (n_k + tile_k - 1) / tile_k - first_tile;
+    if (tiles <= 0) return;
     auto job = [&](int item, int) {
-        const int g = item / tiles, t = item % tiles;
+        const int g = item / tiles, t = first_tile + item % tiles;
         float* kt = keys_t + g * head_stride + std::int64_t{t} * head_dim * tile_k;
         const int j0 = t * tile_k, cols = std::min(tile_k, n_k - j0);
-        for (int j = 0; j < cols; ++j)
+        for (int j = std::max(0, first - j0); j < cols; ++j)
             for (int d = 0; d < head_dim; ++d)
                 kt[std::int64_t{d} * tile_k + j] = keys[std::int64_t{j0 + j} * ldkv + g * head_dim + d];
     };

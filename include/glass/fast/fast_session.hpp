@@ -42,6 +42,7 @@
 /// ```
 #pragma once
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -65,12 +66,18 @@ public:
 
     const ModelConfig& config() const override { return c_; }
     int position() const override { return length_; }
-    void reset() override { length_ = 0; }
+    void reset() override {
+        length_ = 0;
+        std::fill(tiled_upto_.begin(), tiled_upto_.end(), 0);
+    }
     KvType kv_type() const override { return m_.options().kv; }
     std::int64_t kv_bytes_used() const override { return kv_bytes_per_token(c_, kv_type()) * length_; }
     // Bytes streamed per decoded token: every packed matrix (classifier included) + the norms.
     std::int64_t weight_bytes() const override { return m_.weight_bytes(); }
     const char* backend_name() const override { return "the fast CPU path (--threads/--precision)"; }
+    // Wall time spent in prefill attention (score rows or FlashAttention, all layers, key
+    // transposes included) since construction: what bench/flash_attention_bench compares.
+    double prefill_attention_ms() const { return prefill_attention_ms_; }
 
     std::span<const float> prefill(std::span<const int> ids) override {
         check_ids(ids);
@@ -98,6 +105,7 @@ public:
     void rewind(int position) override {
         check_rewind(position, length_);
         length_ = position;
+        for (int& t : tiled_upto_) t = std::min(t, position);  // rows from here on will be written again
     }
 
     int threads() const { return m_.threads(); }
@@ -113,7 +121,10 @@ private:
 
     void allocate_buffers() {
         const bool int8 = m_.options().kv == KvType::int8;
-        check_kv_cache_fits(c_, c_.seq_len, int8 ? 1 : 4, "context window (seq_len)");  // before any allocation
+        // K and V in fp32 (4 bytes a value), with FlashAttention's key tiles of every layer beside
+        // them (a third copy: 6), or int8 (1).
+        check_kv_cache_fits(c_, c_.seq_len, int8 ? 1 : kept_tiles() ? 6 : 4, "context window (seq_len)");  // before any allocation
+        tiled_upto_.assign(static_cast<size_t>(c_.n_layers), 0);
         chunk_ = std::min(m_.options().prefill_chunk, c_.seq_len);
         m_.reserve_rows(chunk_);
         // fp32 K/V rows for every layer; with an int8 cache, for the layer being computed only
@@ -133,7 +144,7 @@ private:
             c_.vocab_size,                                    // logits
             T * scores_per_thread(),                          // attention scores, per thread
             flash_scratch(),                                  // FlashAttention's tiles, all threads
-            keys_t_floats(),                                  // one layer's keys, transposed
+            keys_t_floats(),                                  // keys transposed (one layer, or tiles of all)
             kv_rows * c_.kv_dim(), kv_rows * c_.kv_dim(),     // K and V cache
         };
         std::int64_t total = 0;
@@ -157,9 +168,17 @@ private:
         const bool int8 = m_.options().kv == KvType::int8;
         return (score_floats() + (int8 ? std::int64_t{kInt8Run} * c_.head_dim() : 0) + 15) / 16 * 16;
     }
+    // FlashAttention with an fp32 cache keeps every layer's key tiles, so that each prompt chunk
+    // transposes only its own new keys (not all keys so far, for every chunk of a long prompt: a
+    // quadratic amount of strided copying); with an int8 cache (the point is less memory) one
+    // layer's tiles are refilled per chunk instead.
+    bool kept_tiles() const { return m_.options().flash_attention && m_.options().kv == KvType::fp32; }
+    std::int64_t tiles_per_layer() const {
+        return tiled_keys_head_stride(c_.seq_len, c_.head_dim(), kFlashTiles.k) * c_.n_kv_heads;
+    }
     std::int64_t keys_t_floats() const {  // Kᵀ [kv_dim][seq_len], or in FlashAttention's key tiles
         if (!m_.options().flash_attention) return std::int64_t{c_.kv_dim()} * c_.seq_len;
-        return tiled_keys_head_stride(c_.seq_len, c_.head_dim(), kFlashTiles.k) * c_.n_kv_heads;
+        return tiles_per_layer() * (kept_tiles() ? c_.n_layers : 1);
     }
     std::int64_t flash_scratch() const {
         if (!m_.options().flash_attention) return 0;
@@ -182,7 +201,12 @@ private:
     // one query, FastModel::attend, one KV head (and its query heads) per item, so no two items
     // write the same output.
     void attention(int layer, int n, int start) {
-        if (n > 1) return prefill_attention(layer, n, start);
+        if (n > 1) {
+            const auto t0 = std::chrono::steady_clock::now();
+            prefill_attention(layer, n, start);
+            prefill_attention_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            return;
+        }
         const float* keys = layer_keys(layer);
         const float* values = layer_values(layer);
         // With an int8 cache decode reads the int8 store itself, a run of rows at a time
@@ -214,10 +238,14 @@ private:
         const float* keys = layer_keys(layer);
         const float* values = layer_values(layer);
         if (m_.options().flash_attention) {  // C19: tile by tile with the online softmax, no score rows
-            // keys_t_ holds one layer at a time: every layer's keys, transposed into tiles again.
+            // The layer's key tiles: kept ones get the keys not tiled yet (this chunk's, and any
+            // decode steps' before it); otherwise one layer's tiles are filled again from key 0.
             const std::int64_t stride = tiled_keys_head_stride(c_.seq_len, hd, kFlashTiles.k);
-            transpose_keys_tiled(keys, kv_dim, total, c_.n_kv_heads, hd, kFlashTiles.k, keys_t_, stride, m_.pool());
-            fast::flash_attention(q_, c_.dim, keys_t_, stride, values, kv_dim, n, start, {c_.n_heads, c_.n_kv_heads, hd},
+            float* tiles = keys_t_ + (kept_tiles() ? layer * tiles_per_layer() : 0);
+            const int first = kept_tiles() ? tiled_upto_[static_cast<size_t>(layer)] : 0;
+            transpose_keys_tiled(keys, kv_dim, total, c_.n_kv_heads, hd, kFlashTiles.k, tiles, stride, m_.pool(), first);
+            if (kept_tiles()) tiled_upto_[static_cast<size_t>(layer)] = total;
+            fast::flash_attention(q_, c_.dim, tiles, stride, values, kv_dim, n, start, {c_.n_heads, c_.n_kv_heads, hd},
                                   scale, att_, c_.dim, m_.pool(), m_.kernels(), kFlashTiles, flash_);
             return;
         }
@@ -335,6 +363,8 @@ private:
     std::vector<float> every_row_logits_;  // verify's [n, vocab]
     int chunk_ = 0;
     int length_ = 0;  // positions in the KV cache
+    double prefill_attention_ms_ = 0;
+    std::vector<int> tiled_upto_;  // kept key tiles: per layer, keys 0 .. tiled_upto_ - 1 are tiled
     float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *att_ = nullptr, *gate_ = nullptr,
           *up_ = nullptr, *logits_ = nullptr, *scores_ = nullptr, *flash_ = nullptr, *keys_t_ = nullptr,
           *key_cache_ = nullptr, *value_cache_ = nullptr;
