@@ -121,9 +121,10 @@ private:
 
     void allocate_buffers() {
         const bool int8 = m_.options().kv == KvType::int8;
-        // K and V in fp32 (4 bytes a value), with FlashAttention's key tiles of every layer beside
-        // them (a third copy: 6), or int8 (1).
-        check_kv_cache_fits(c_, c_.seq_len, int8 ? 1 : kept_tiles() ? 6 : 4, "context window (seq_len)");  // before any allocation
+        check_kv_cache_fits(c_, c_.seq_len, int8 ? 1 : 4, "context window (seq_len)");  // before any allocation
+        // FlashAttention's key tiles of every layer beside an fp32 cache: a third copy of 4 bytes a
+        // value (K, V, K's tiles: 6 bytes per value of each of K and V).
+        if (kept_tiles()) check_kv_cache_fits(c_, c_.seq_len, 6, "context window (seq_len) with its key tiles");
         tiled_upto_.assign(static_cast<size_t>(c_.n_layers), 0);
         chunk_ = std::min(m_.options().prefill_chunk, c_.seq_len);
         m_.reserve_rows(chunk_);
