@@ -80,12 +80,6 @@ PagedRows PagedStep::rows(const int* d_ints) const {
 
 // ---- The backend -------------------------------------------------------------------------------
 
-static const ModelConfig& require_device(const ModelConfig& c) {
-    std::string why;
-    if (!device_present(&why)) fail("no CUDA device: ", why);
-    return c;
-}
-
 const char* to_string(PagedAttention a) {
     switch (a) {
     case PagedAttention::naive: return "naive";

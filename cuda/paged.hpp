@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "glass/serve/paged_backend.hpp"  // Eigen-free: BatchEntry, PagedBackend
-#include "glass_cuda.hpp"
+#include "cuda_session.hpp"
 
 namespace glass::cuda {
 

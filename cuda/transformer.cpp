@@ -28,7 +28,7 @@
 #include "glass/checkpoint.hpp"
 #include "glass/rope.hpp"
 #include "glass/transformer.hpp"  // check_forward_input: the same input rules as the CPU
-#include "glass_cuda.hpp"
+#include "cuda_session.hpp"
 
 namespace glass::cuda {
 
@@ -48,7 +48,7 @@ static OwnedMatrix upload_weights(const ConstMatrixMap& m, WeightType type) {
 
 // Runs before any member touches the GPU (config_ is the first member), so a machine without one
 // gets "no CUDA device: <why>" rather than the failure of some first allocation.
-static const ModelConfig& require_device(const ModelConfig& c) {
+const ModelConfig& require_device(const ModelConfig& c) {
     std::string why;
     if (!device_present(&why)) fail("no CUDA device: ", why);
     return c;

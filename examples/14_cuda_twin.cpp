@@ -30,7 +30,7 @@
 #include "glass/sampling.hpp"
 #include "glass/tensor.hpp"
 #include "glass/transformer.hpp"
-#include "glass_cuda.hpp"
+#include "cuda_session.hpp"
 
 namespace gc = glass::cuda;
 using glass::RowMatrix;

@@ -9,7 +9,7 @@
 #include "glass/fast/fast_session.hpp"
 #include "glass/glass.hpp"
 #ifdef GLASS_HAVE_CUDA
-#include "glass_cuda.hpp"
+#include "cuda_session.hpp"
 #endif
 
 namespace cli {

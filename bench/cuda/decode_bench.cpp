@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "glass/glass.hpp"
-#include "glass_cuda.hpp"
+#include "cuda_session.hpp"
 
 namespace gc = glass::cuda;
 

@@ -21,7 +21,7 @@
 #include "../serve_workloads.hpp"
 #include "../test_support.hpp"
 #include "glass/speculative.hpp"
-#include "glass_cuda.hpp"
+#include "cuda_session.hpp"
 #include "paged.hpp"
 
 namespace gc = glass::cuda;
