@@ -116,19 +116,23 @@ int main(int argc, char** argv) {
         for (int i = 0; i < n; ++i) prompt[size_t(i)] = i == 0 ? 1 : (i * 7919) % c.vocab_size;
         std::vector<float> logits[2];
         glass::fast::Stat t[2];
-        double attention_ms[2];  // the session's own clock around its prefill attention, per run
+        double attention_ms[2];  // the session's own clock around its prefill attention: the timed runs' median
         for (const bool flash : {false, true}) {
             glass::fast::FastOptions o;
             o.threads = threads;
             o.flash_attention = flash;
             glass::fast::FastCpuSession session(model, o);
             const int n_runs = n >= 8192 ? 1 : runs;
+            std::vector<double> per_run;  // the warm-up's first, not counted
             t[flash] = time_runs(n_runs, [&] {
+                const double before = session.prefill_attention_ms();
                 session.reset();
                 const std::span<const float> l = session.prefill(prompt);
                 logits[flash].assign(l.begin(), l.end());
+                per_run.push_back(session.prefill_attention_ms() - before);
             });
-            attention_ms[flash] = session.prefill_attention_ms() / (n_runs + 1);  // the mean over the runs and the warm-up
+            per_run.erase(per_run.begin());
+            attention_ms[flash] = glass::fast::stat_of(per_run).median;
         }
         double diff = 0, norm = 0;
         for (size_t i = 0; i < logits[0].size(); ++i) {

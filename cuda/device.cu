@@ -225,6 +225,8 @@ const char* to_string(WeightType t) {
         case WeightType::f32: return "fp32";
         case WeightType::f16: return "fp16";
         case WeightType::bf16: return "bf16";
+        case WeightType::q8_0: return "q8";
+        case WeightType::q4_0: return "q4";
     }
     return "?";
 }
@@ -233,10 +235,32 @@ WeightType weight_type_from_string(const std::string& name) {
     if (name == "fp32" || name == "f32") return WeightType::f32;
     if (name == "fp16" || name == "f16") return WeightType::f16;
     if (name == "bf16") return WeightType::bf16;
-    fail("unknown weight precision '", name, "' (fp32, fp16, bf16)");
+    if (name == "q8" || name == "q8_0") return WeightType::q8_0;
+    if (name == "q4" || name == "q4_0") return WeightType::q4_0;
+    fail("unknown weight precision '", name, "' (fp32, fp16, bf16, q8, q4)");
 }
 
-int bytes_per_weight(WeightType t) { return t == WeightType::f32 ? 4 : 2; }
+double bytes_per_weight(WeightType t) {
+    switch (t) {
+        case WeightType::f32: return 4.0;
+        case WeightType::f16:
+        case WeightType::bf16: return 2.0;
+        case WeightType::q8_0: return (2.0 + kQuantBlockSize) / kQuantBlockSize;        // fp16 scale + 32 int8
+        case WeightType::q4_0: return (2.0 + kQuantBlockSize / 2) / kQuantBlockSize;    // fp16 scale + 16 bytes
+    }
+    return 0.0;
+}
+
+std::int64_t matrix_bytes(const DeviceMatrix& w) {
+    if (!is_quantized(w.type)) return std::int64_t{w.rows} * w.cols * (w.type == WeightType::f32 ? 4 : 2);
+    const std::int64_t blocks = (w.cols + kQuantBlockSize - 1) / kQuantBlockSize;
+    return std::int64_t{w.rows} * blocks * (2 + (w.type == WeightType::q8_0 ? kQuantBlockSize : kQuantBlockSize / 2));
+}
+
+static void refuse_quantized(const char* who, WeightType type) {
+    if (is_quantized(type))
+        fail(who, ": ", to_string(type), " weights are quantized on the host (upload_quantized), not converted on the device");
+}
 
 __global__ void to_f16_kernel(const float* src, __half* dst, std::int64_t n) {
     const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
@@ -253,6 +277,7 @@ __global__ void widen_kernel(const W* src, float* dst, std::int64_t n) {
 }
 
 void convert_weights(const float* d_src, void* d_dst, std::size_t n, WeightType type) {
+    refuse_quantized("convert_weights", type);
     if (n == 0) return;
     const auto count = static_cast<std::int64_t>(n);
     switch (type) {
@@ -267,10 +292,13 @@ void convert_weights(const float* d_src, void* d_dst, std::size_t n, WeightType 
             to_bf16_kernel<<<grid_for(count, 256), 256>>>(d_src, static_cast<__nv_bfloat16*>(d_dst), count);
             CHECK_LAUNCH("to_bf16_kernel");
             return;
+        case WeightType::q8_0:
+        case WeightType::q4_0: return;  // refused above
     }
 }
 
 void widen_weights(const void* d_src, float* d_dst, std::size_t n, WeightType type) {
+    refuse_quantized("widen_weights", type);
     if (n == 0) return;
     const auto count = static_cast<std::int64_t>(n);
     switch (type) {
@@ -285,14 +313,17 @@ void widen_weights(const void* d_src, float* d_dst, std::size_t n, WeightType ty
             widen_kernel<<<grid_for(count, 256), 256>>>(static_cast<const __nv_bfloat16*>(d_src), d_dst, count);
             CHECK_LAUNCH("widen_kernel<bf16>");
             return;
+        case WeightType::q8_0:
+        case WeightType::q4_0: return;  // refused above
     }
 }
 
 OwnedMatrix upload_matrix(const float* host, int rows, int cols, WeightType type) {
     if (rows < 1 || cols < 1) fail("upload_matrix: shape [", rows, ", ", cols, "] is empty");
+    if (is_quantized(type)) return upload_quantized(host, rows, cols, type);
     const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
     OwnedMatrix m;
-    m.buffer = DeviceBuffer(n * static_cast<std::size_t>(bytes_per_weight(type)));
+    m.buffer = DeviceBuffer(n * (type == WeightType::f32 ? sizeof(float) : 2));
     if (type == WeightType::f32) {
         upload(m.buffer.data(), host, n * sizeof(float));
     } else {

@@ -157,18 +157,23 @@ private:
 // ---- Weights -----------------------------------------------------------------------------------
 
 // How a weight matrix is stored on the device. Arithmetic is always fp32; f16/bf16 only halve the
-// bytes read (the decode bottleneck). Conversion is round-to-nearest-even.
-enum class WeightType { f32, f16, bf16 };
-const char* to_string(WeightType t);
-WeightType weight_type_from_string(const std::string& name);  // "fp32"/"f32", "fp16"/"f16", "bf16"
-int bytes_per_weight(WeightType t);
+// bytes read (the decode bottleneck), rounded to nearest even. q8_0/q4_0 are glass/quantize.hpp's
+// blocks of 32 with one fp16 scale (1.0625 / 0.5625 bytes per weight), widened inside the kernel.
+enum class WeightType { f32, f16, bf16, q8_0, q4_0 };
+const char* to_string(WeightType t);  // "fp32", "fp16", "bf16", "q8", "q4"
+WeightType weight_type_from_string(const std::string& name);  // those, or "f32"/"f16"/"q8_0"/"q4_0"
+double bytes_per_weight(WeightType t);                         // scales included for q8_0/q4_0
+inline bool is_quantized(WeightType t) { return t == WeightType::q8_0 || t == WeightType::q4_0; }
 
-// A row-major [rows, cols] matrix in device memory.
+// A row-major [rows, cols] matrix in device memory. f32/f16/bf16: `data` holds rows · cols values.
+// q8_0/q4_0: `data` holds the integers [rows][row_bytes] (16-byte aligned) and `scales` the fp16
+// scale bits [rows][blocks], exactly a QuantizedMatrix's two arrays (quantized_view below).
 struct DeviceMatrix {
     const void* data = nullptr;
     WeightType type = WeightType::f32;
     int rows = 0;
     int cols = 0;
+    const std::uint16_t* scales = nullptr;  // q8_0/q4_0 only
 };
 
 // fp32 device floats -> the same values stored as `type` (n values), and back to fp32. The round
@@ -176,12 +181,15 @@ struct DeviceMatrix {
 void convert_weights(const float* d_src, void* d_dst, std::size_t n, WeightType type);
 void widen_weights(const void* d_src, float* d_dst, std::size_t n, WeightType type);
 
-// An owned device copy of a host fp32 matrix [rows, cols], stored as `type`.
+// An owned device copy of a host fp32 matrix [rows, cols], stored as `type` (q8_0/q4_0: quantized
+// on the host by glass::quantize, quantize.cpp, so the device holds the CPU's integers and scales).
 struct OwnedMatrix {
     DeviceBuffer buffer;
     DeviceMatrix view;
 };
 OwnedMatrix upload_matrix(const float* host, int rows, int cols, WeightType type);
+OwnedMatrix upload_quantized(const float* host, int rows, int cols, WeightType type);  // q8_0/q4_0 only
+std::int64_t matrix_bytes(const DeviceMatrix& w);  // bytes of its values as stored (q8_0/q4_0: with scales)
 
 // ---- The stages (all pointers are device pointers; launches are asynchronous) -----------------
 
@@ -212,7 +220,8 @@ enum class MatmulKernel {
     tiled,         // 16×16 output tiles; x and W tiles staged in shared memory
     warp_per_row,  // one warp per output row, 16-byte loads, shuffle reduction (decode: n = 1)
     cublas,        // cublasSgemm, fp32 math (TF32 off); fp32 weights only
-};
+};  // q8_0/q4_0 weights go to quantize.cu: naive -> quantized_matmul_naive, the others (not cublas)
+    // -> quantized_matmul
 const char* to_string(MatmulKernel k);
 MatmulKernel matmul_kernel_from_string(const std::string& name);
 void matmul(MatmulKernel kernel, const float* d_x, int n, const DeviceMatrix& w, float* d_y);
@@ -304,6 +313,7 @@ struct DeviceQuantMatrix {
 };
 void quantized_matmul_naive(const float* d_x, int n, const DeviceQuantMatrix& w, float* d_y);  // thread per output
 void quantized_matmul(const float* d_x, int n, const DeviceQuantMatrix& w, float* d_y);        // warp per row
+DeviceQuantMatrix quantized_view(const DeviceMatrix& w);  // a q8_0/q4_0 DeviceMatrix as the kernels take it
 
 // mlp.cu — gate [n] = silu(gate) ⊙ up, in place; x [n] += y. mlp(): the whole SwiGLU MLP of
 // glass/mlp.hpp for x [n_tokens, dim] with scratch gate/up [n_tokens, hidden]; out [n_tokens, dim].

@@ -109,6 +109,19 @@ __global__ void quantized_matmul_warp_per_row_kernel(const float* x, int n, Devi
 
 // ---- dispatch ----------------------------------------------------------------------------------
 
+DeviceQuantMatrix quantized_view(const DeviceMatrix& w) {
+    if (!is_quantized(w.type)) fail("quantized_view: the matrix is ", to_string(w.type), ", not q8 or q4");
+    DeviceQuantMatrix q;
+    q.quants = static_cast<const std::uint8_t*>(w.data);
+    q.scales = w.scales;
+    q.type = w.type == WeightType::q8_0 ? QuantType::q8_0 : QuantType::q4_0;
+    q.rows = w.rows;
+    q.cols = w.cols;
+    q.blocks = (w.cols + kQuantBlockSize - 1) / kQuantBlockSize;
+    q.row_bytes = q.blocks * (q.type == QuantType::q8_0 ? kQuantBlockSize : kQuantBlockSize / 2);
+    return q;
+}
+
 static void check_quant_matrix(const char* who, int n, const DeviceQuantMatrix& w) {
     if (n < 1 || w.rows < 1 || w.cols < 1)
         fail(who, ": empty shape: x [", n, ", ", w.cols, "], W [", w.rows, ", ", w.cols, "]");

@@ -69,8 +69,10 @@ DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
         l.w3 = upload_weights(w.w3, type);
         layers.push_back(std::move(l));
     }
-    embedding = upload_weights(model.embedding_table(), type);
-    if (c.shared_classifier) {
+    // A q8/q4 model keeps its embedding table fp32 (a lookup reads one row per token, so its width
+    // costs no time) and quantizes the classifier on its own, as glass::quantized_model() does.
+    embedding = upload_weights(model.embedding_table(), is_quantized(type) ? WeightType::f32 : type);
+    if (c.shared_classifier && !is_quantized(type)) {
         classifier = embedding.view;  // one table, read by both ends of the model
     } else {
         classifier_own = upload_weights(model.output_classifier(), type);
@@ -78,11 +80,12 @@ DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
     }
     rms_final = upload_vector(model.rms_final, c.dim);
     frequencies = rope_frequencies(c.head_dim(), c.rope_theta);
-    // Bytes read per forward pass: the host model's count (all fp32) with the matrices at this
-    // width; the norm gains stay fp32.
-    const std::int64_t norm_floats = std::int64_t{c.n_layers} * 2 * c.dim + c.dim;
-    const std::int64_t matrix_floats = model.weight_bytes / 4 - norm_floats;
-    bytes_per_forward = 4 * norm_floats + matrix_floats * bytes_per_weight(type);
+    // Bytes read per forward pass: every layer's matrices and the classifier as stored (scales
+    // included), the fp32 norm gains; of the embedding table one row, which glass::Model's
+    // weight_bytes leaves out too.
+    bytes_per_forward = 4 * (std::int64_t{c.n_layers} * 2 * c.dim + c.dim) + matrix_bytes(classifier);
+    for (const Layer& l : layers)
+        for (const OwnedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) bytes_per_forward += matrix_bytes(m->view);
     synchronize("weight upload");
 }
 

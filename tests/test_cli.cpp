@@ -207,6 +207,17 @@ TEST_CASE("cli: device flags that do not fit together name themselves") {
     CHECK(expect_error("generate -p hi --device cuda --threads 2", {"--threads"}).exit_code == 2);
     CHECK(expect_error("generate -p hi --cuda-attention flash", {"--cuda-attention", "--device cuda"}).exit_code == 2);
     CHECK(expect_error("generate -p hi --device cuda --cuda-attention fast", {"--cuda-attention", "'fast'"}).exit_code == 2);
+    CHECK(expect_error("generate -p hi --device cuda --precision q8 --activations int8", {"--activations int8", "--device cuda"})
+              .exit_code == 2);
+    CHECK(expect_error("generate -p hi --device cuda --precision q5", {"--precision", "'q5'"}).exit_code == 2);
+    // q8/q4 weights run on --device cuda too (DeviceWeights quantizes them): never a usage error.
+    // This build may have no CUDA or no device; test_cuda_model runs them for real.
+    for (const char* precision : {"q8", "q4"}) {
+        const test::Run r = test::run(glass_cmd() + " generate -p hi -n 2 --device cuda --precision " + precision);
+        CAPTURE(r.err);
+        CHECK(r.exit_code != 2);
+        CHECK(r.err.find("--precision") == std::string::npos);
+    }
 }
 
 TEST_CASE("cli: a bad --kv is a usage error (exit 2) in every command that takes it") {

@@ -150,6 +150,17 @@ TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal t
     CHECK(relative_error(e_fast, e_plain) < 1e-5);
     CHECK(sum_fast == doctest::Approx(sum_plain).epsilon(1e-5));
     CHECK(e_fast[82] == doctest::Approx(std::exp(a[82] - shift)).epsilon(1e-5));
+    // The tile maximum over the first n of each length 1..83 (the tail lanes past n hold a larger
+    // value that must not be seen): exactly the scalar maximum, for the fast and plain kernels.
+    auto peaks = a;
+    peaks.push_back(1e30f);
+    for (int n = 1; n <= 83; ++n) {
+        const float want = *std::max_element(peaks.begin(), peaks.begin() + n);
+        peaks[size_t(n)] = 1e30f;  // just past the end
+        CHECK(fast.row_max(peaks.data(), n) == want);
+        CHECK(plain.row_max(peaks.data(), n) == want);
+        peaks[size_t(n)] = a[size_t(n) % a.size()];
+    }
 }
 
 // Int8 activations (FastOptions::int8_activations): decode's x in int8 blocks of 32, times the

@@ -20,7 +20,7 @@ namespace {
 //   --device cpu (default)                the plain reference (transformer.hpp)
 //   --device cpu --threads N / --precision fp32|fp16|bf16|q8|q4
 //                                         the fast CPU path (fast/fast_session.hpp)
-//   --device cuda [--precision fp32|fp16|bf16] [--cuda-graph] [--cuda-attention standard|flash]
+//   --device cuda [--precision fp32|fp16|bf16|q8|q4] [--cuda-graph] [--cuda-attention standard|flash]
 //                                         the GPU (cuda/); --cuda-graph replays each decode step
 //                                         as one CUDA graph; flash: FlashAttention for prefill and
 //                                         (from 1,024 cached keys) split-K decode
@@ -77,16 +77,19 @@ int cmd_generate(int argc, char** argv) {
     const std::string device = flags.get("--device", "cpu");
     if (device != "cpu" && device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + device + "'");
     const std::string precision = flags.get("--precision", "");
-    if (!precision.empty() && precision != "fp32" && precision != "fp16" && precision != "bf16" &&
-        !((precision == "q8" || precision == "q4") && device == "cpu"))
-        throw UsageError("--precision must be fp32, fp16, bf16 (or q8, q4 on the CPU), got '" + precision + "'");
+    if (!precision.empty() && precision != "fp32" && precision != "fp16" && precision != "bf16" && precision != "q8" &&
+        precision != "q4")
+        throw UsageError("--precision must be fp32, fp16, bf16, q8 or q4, got '" + precision + "'");
     if (flags.has("--cuda-graph") && device != "cuda") throw UsageError("--cuda-graph applies to --device cuda");
     const std::string cuda_attention = flags.get("--cuda-attention", "standard");
     if (cuda_attention != "standard" && cuda_attention != "flash")
         throw UsageError("--cuda-attention must be standard or flash, got '" + cuda_attention + "'");
     if (flags.has("--cuda-attention") && device != "cuda") throw UsageError("--cuda-attention applies to --device cuda");
     const glass::KvType kv = kv_from_flags(flags);
-    const bool int8_activations = int8_activations_from_flags(flags, precision);  // q8/q4 only, so the CPU
+    const bool int8_activations = int8_activations_from_flags(flags, precision);  // q8/q4 only
+    if (int8_activations && device != "cpu")
+        throw UsageError("--activations int8 is the CPU's integer dot product (VNNI); --device cuda widens q8/q4 "
+                         "weights and multiplies fp32 inputs: drop --activations");
     if (int8_activations && flags.has("--draft"))
         throw UsageError("--draft checks drafts with a prefill pass, which multiplies fp32 inputs; with "
                          "--activations int8 its greedy text would not be plain decoding's: drop one of them");

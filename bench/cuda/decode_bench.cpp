@@ -4,7 +4,7 @@
 // bandwidth: tokens/s <= bandwidth / bytes per token. This program measures the ceiling in the same
 // run (a device-to-device copy, bytes read + written) and reports each configuration against it.
 //
-// usage: glass_cuda_bench MODEL.bin [--label NAME] [--precision fp32|fp16|bf16]... [--matmul K]
+// usage: glass_cuda_bench MODEL.bin [--label NAME] [--precision fp32|fp16|bf16|q8|q4]... [--matmul K]
 //                         [--graph off|on|both] [--kv fp32|int8] [--tokens N] [--copy-mib M] [--profile]
 // --graph: decode with kernel launches (off), by CUDA graph replay (on), or each in turn (both, the
 // default): the difference is the launch overhead a graph removes. --profile brackets the timed

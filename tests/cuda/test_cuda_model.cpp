@@ -6,7 +6,8 @@
 // sampling equal to the sampling goldens. Every matmul kernel and both decode attentions agree.
 // fp16/bf16 weights: against the CPU run on the same rounded weights, the same 1e-5 and the same
 // tokens (only the order of fp32 additions differs); against fp32, the rounding's own cost (see
-// the tolerances below). The int8 KV cache (CudaOptions::kv, CudaPagedOptions::kv) against the
+// the tolerances below). q8/q4 weights: against the CPU on glass::quantized_model(), 1e-5 and the
+// same tokens, stream, naive kernel and graph decode, and in the paged backend. The int8 KV cache (CudaOptions::kv, CudaPagedOptions::kv) against the
 // CPU's int8 cache and pool within 5e-3 (kInt8 says why not 1e-5); attention = flash against
 // the CPU at 1e-5 and the goldens. Exit 77 (ctest: skipped) when no CUDA device is present.
 //
@@ -430,6 +431,55 @@ TEST_CASE("fp16 and bf16 weights: equal to the CPU on the same rounded weights, 
     }
 }
 
+TEST_CASE("q8 and q4 weights: equal to the CPU on quantized_model()'s weights, stream and graph decode") {
+    // DeviceWeights quantizes with glass::quantize itself (cuda/quantize.cpp), so the GPU holds the
+    // integers and scales that glass::quantized_model() turns back into fp32 weights d · q for the
+    // CPU reference: the two compute the same sums in other orders (per block Σ q·x, then · d, against
+    // the CPU's Σ (d·q)·x), so kF32 applies. The shipped model's hidden size 172 ends each row of w2
+    // in a partial block of 12. Tokens are compared with that CPU run (q4 moves greedy text off the
+    // fp32 goldens: test_quantize.cpp measures by how much).
+    for (const glass::QuantFormat f : {glass::QuantFormat::q8_0, glass::QuantFormat::q4_0}) {
+        const gc::WeightType type = f == glass::QuantFormat::q8_0 ? gc::WeightType::q8_0 : gc::WeightType::q4_0;
+        CAPTURE(gc::to_string(type));
+        const glass::Model quantized = glass::quantized_model(test::shipped(), f);
+        // The bytes a forward pass reads: the fp32 norm gains and every matrix's blocks (scales included).
+        const glass::ModelConfig& c = test::shipped().config;
+        std::int64_t want_bytes = 4 * (std::int64_t{c.n_layers} * 2 * c.dim + c.dim) +
+                                  glass::quantize(test::shipped().output_classifier(), f).bytes();
+        for (const glass::LayerWeights& w : test::shipped().layers)
+            for (const glass::ConstMatrixMap* mat : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3})
+                want_bytes += glass::quantize(*mat, f).bytes();
+        struct Variant { gc::MatmulKernel matmul; bool graph; };
+        for (const Variant v : {Variant{gc::MatmulKernel::automatic, false}, Variant{gc::MatmulKernel::naive, false},
+                                Variant{gc::MatmulKernel::automatic, true}}) {
+            if (kEmulated && v.matmul == gc::MatmulKernel::naive) continue;  // thread per output: slow there; the op harness has it
+            CAPTURE(gc::to_string(v.matmul));
+            CAPTURE(v.graph);
+            gc::CudaOptions options;
+            options.weights = type;
+            options.matmul = v.matmul;
+            options.graph = v.graph;
+            gc::CudaSession gpu(test::shipped(), options);
+            CHECK(gpu.weight_bytes() == want_bytes);
+            for (const auto& rec : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
+                const std::string name = rec["case"].get<std::string>();
+                if (!variant_golden(name)) continue;
+                CAPTURE(name);
+                const GoldenRun golden = golden_run(rec);
+                gpu.reset();
+                glass::CpuSession cpu(quantized);
+                const GreedyRun run = greedy_side_by_side(gpu, cpu, golden.prompt, golden.steps);
+                glass::CpuSession reference(quantized), again(quantized);
+                const GreedyRun want = greedy_side_by_side(reference, again, golden.prompt, golden.steps);
+                CHECK(run.ids == want.ids);
+                CHECK(run.worst_logit_error <= kF32);
+            }
+        }
+    }
+    CHECK_THROWS_WITH_AS(gc::CudaSession(test::shipped(), {gc::WeightType::q8_0, gc::MatmulKernel::cublas, false}),
+                         doctest::Contains("cublas"), glass::Error);
+}
+
 TEST_CASE("speculative decoding: verify's rows and rewind as on the CPU; greedy goldens with a draft") {
     gc::CudaSession gpu(test::shipped());
     glass::CpuSession cpu(test::shipped());
@@ -577,20 +627,25 @@ TEST_CASE("CudaPagedBackend: every step's logits within 1e-5 of CpuPagedBackend'
     // against the CPU on the same rounded weights (as for CudaSession above).
     const glass::Model& m = test::shipped();
     const glass::Model f16_weights = rounded_copy(m, gc::WeightType::f16);
+    const glass::Model q4_weights = glass::quantized_model(m, glass::QuantFormat::q4_0);  // as DeviceWeights stores q4
     using A = gc::PagedAttention;
     struct Variant { gc::MatmulKernel matmul; A attention; int block_size; gc::WeightType weights; int n_requests; };
     for (const Variant v : {Variant{gc::MatmulKernel::tiled, A::per_row, 5, gc::WeightType::f32, 5},
                             Variant{gc::MatmulKernel::naive, A::naive, 16, gc::WeightType::f32, 5},
                             Variant{gc::MatmulKernel::warp_per_row, A::per_row, 1, gc::WeightType::f32, 5},
                             Variant{gc::MatmulKernel::tiled, A::per_row, 7, gc::WeightType::f16, 5},
-                            Variant{gc::MatmulKernel::tiled, A::flash, 3, gc::WeightType::f32, 3}}) {
+                            Variant{gc::MatmulKernel::tiled, A::flash, 3, gc::WeightType::f32, 3},
+                            Variant{gc::MatmulKernel::warp_per_row, A::per_row, 5, gc::WeightType::q4_0, 3}}) {
         if (kSmall && v.block_size != 5 && v.block_size != 16 && v.attention != A::flash) continue;  // one of each
         CAPTURE(gc::to_string(v.matmul));
         CAPTURE(gc::to_string(v.attention));
         CAPTURE(v.block_size);
         CAPTURE(gc::to_string(v.weights));
         gc::CudaPagedBackend gpu(m, {v.weights, v.matmul, v.attention});
-        glass::serve::CpuPagedBackend cpu(v.weights == gc::WeightType::f32 ? m : f16_weights);
+        const glass::Model& cpu_weights = v.weights == gc::WeightType::f32   ? m
+                                          : v.weights == gc::WeightType::f16 ? f16_weights
+                                                                             : q4_weights;
+        glass::serve::CpuPagedBackend cpu(cpu_weights);
         ComparingBackend both(gpu, cpu);
         const test::Workload w = test::random_workload(7, m.config, v.block_size, /*budget=*/24,
                                                        /*num_blocks=*/(120 + v.block_size - 1) / v.block_size,

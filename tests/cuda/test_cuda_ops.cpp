@@ -222,6 +222,34 @@ void add_quantized_matmul(std::vector<Case>& cases) {
                     return relative_error(gc::to_host(y.f32(), std::size_t(s.n) * s.out), glass::quantized_matmul(x, q));
                 }});
             }
+    // The path CudaSession takes: upload_matrix quantizes on the host (glass::quantize, so the same
+    // integers as q below) and matmul() routes a q8/q4 DeviceMatrix to the kernels above.
+    for (const gc::MatmulKernel k : {gc::MatmulKernel::automatic, gc::MatmulKernel::naive, gc::MatmulKernel::tiled})
+        for (const glass::QuantFormat f : {glass::QuantFormat::q8_0, glass::QuantFormat::q4_0}) {
+            const S s{5, 172, 64};  // a partial last block, as the shipped model's w2
+            cases.push_back({fmt("matmul(%s, upload_matrix(%s), n=%d, in=%d, out=%d)", gc::to_string(k), glass::to_string(f), s.n,
+                                 s.in, s.out),
+                             kF32, false, [s, k, f](Rng& rng) {
+                const RowMatrix x = random_matrix(rng, s.n, s.in);
+                const RowMatrix w = random_matrix(rng, s.out, s.in, 1.0f / std::sqrt(float(s.in)));
+                const gc::WeightType type = f == glass::QuantFormat::q8_0 ? gc::WeightType::q8_0 : gc::WeightType::q4_0;
+                const gc::OwnedMatrix dw = gc::upload_matrix(w.data(), s.out, s.in, type);
+                if (gc::matrix_bytes(dw.view) != glass::quantize(w, f).bytes()) return 1.0;
+                gc::DeviceBuffer d_x = to_device(x), y = poisoned(std::size_t(s.n) * s.out);
+                gc::matmul(k, d_x.f32(), s.n, dw.view, y.f32());
+                return relative_error(gc::to_host(y.f32(), std::size_t(s.n) * s.out), glass::quantized_matmul(x, glass::quantize(w, f)));
+            }});
+        }
+    cases.push_back({"matmul(cublas, q8 weights -> glass::Error naming cublas)", 0.0, false, [](Rng& rng) {
+        const RowMatrix w = random_matrix(rng, 4, 32);
+        const gc::OwnedMatrix dw = gc::upload_matrix(w.data(), 4, 32, gc::WeightType::q8_0);
+        try {
+            gc::matmul(gc::MatmulKernel::cublas, nullptr, 1, dw.view, nullptr);
+        } catch (const glass::Error& e) {
+            return std::string(e.what()).find("cublas kernel takes fp32 weights only, got q8") != std::string::npos ? 0.0 : 1.0;
+        }
+        return 1.0;
+    }});
     cases.push_back({"quantized_matmul(a row_bytes that does not match cols -> glass::Error naming both)", 0.0, false,
                      [](Rng&) {
         gc::DeviceQuantMatrix dq;

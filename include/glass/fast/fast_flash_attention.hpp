@@ -9,7 +9,7 @@
 ///     attention of fast_session.hpp (the whole K read once per 4 queries) cannot do;
 ///   - work items are (query head, query tile of tile_q rows) pairs over a ThreadPool; each
 ///     thread has its own scratch (flash_scratch_floats), which the caller sizes once;
-///   - per block of ≤ 4 rows: S = Q Kᵀ_tile · scale (attention_scores), per row the new maximum,
+///   - per block of ≤ 4 rows: S = Q Kᵀ_tile · scale (attention_scores), per row the new maximum (row_max),
 ///     S = e^(S − m') over the keys the row sees (exp_shift; later keys 0), T = S V_tile
 ///     (attention_mix), then O = c · O + T and l = c · l + Σ S with c = e^(m − m').
 /// In:  q [n_q, ldq] (head h at columns h·head_dim ..), keys_t: Kᵀ in key tiles, KV heads
@@ -125,9 +125,7 @@ inline void flash_attention(const float* q, long ldq, const float* keys_t, std::
                         correction[r] = 1.0f;
                         continue;
                     }
-                    float tile_max = row[0];
-                    for (int j = 1; j < seen; ++j) tile_max = std::max(tile_max, row[j]);
-                    const float m_new = std::max(mr, tile_max);
+                    const float m_new = std::max(mr, k.row_max(row, seen));
                     correction[r] = std::exp(mr - m_new);  // 0 on the row's first tile
                     l[b0 + r] = correction[r] * l[b0 + r] + k.exp_shift(row, seen, m_new);
                     std::fill(row + seen, row + block_seen, 0.0f);  // the causal mask: exactly 0

@@ -38,7 +38,9 @@ struct Kernels {
                              int hd, float scale, float* s, long lds);
     void (*attention_mix)(const float* p, long ldp, int m, const float* v, long ldv, int n_keys, int hd,
                           float* o, long ldo);
-    // x[i] = e^(x[i] − shift), i < n; returns the sum (FlashAttention's online softmax)
+    // max of x[0..n), n ≥ 1, and x[i] = e^(x[i] − shift), i < n, returning the sum: the two
+    // steps of FlashAttention's online softmax on one row of a score tile
+    float (*row_max)(const float* x, int n);
     float (*exp_shift)(float* x, int n, float shift);
     // y[r] (+)= Σ_b d_{r,b} dx_b Σ_k q_{r,k} qx_k: Q8_0/Q4_0 times int8 x   (decode, int8 activations)
     void (*matvec_int8)(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1, bool accumulate);
@@ -73,7 +75,7 @@ inline Kernels portable_kernels() {
     return {"portable", portable::matvec, portable::matmul, portable::dot_rows, portable::add_rows,
             portable::dequantize_rows,
             portable::softmax, portable::silu_mul, portable::attention_scores, portable::attention_mix,
-            portable::exp_shift, portable::matvec_int8, "portable"};
+            portable::row_max, portable::exp_shift, portable::matvec_int8, "portable"};
 }
 
 inline Kernels best_kernels() {
@@ -83,7 +85,7 @@ inline Kernels best_kernels() {
         return {"avx512", avx512::matvec, avx512::matmul, avx512::dot_rows, avx512::add_rows,
                 avx512::dequantize_rows,
                 avx512::softmax, avx512::silu_mul, avx512::attention_scores, avx512::attention_mix,
-                avx512::exp_shift, cpu_has_vnni() ? avx512::matvec_int8 : portable::matvec_int8,
+                avx512::row_max, avx512::exp_shift, cpu_has_vnni() ? avx512::matvec_int8 : portable::matvec_int8,
                 cpu_has_vnni() ? "avx512-vnni" : "portable"};
 #endif
     return portable_kernels();

@@ -228,13 +228,19 @@ GLASS_AVX512 inline float exp_shift(float* x, int n, float shift) {
     return _mm512_reduce_add_ps(sum);
 }
 
-// softmax over x[0..n) in place (all entries finite: the caller passes visible keys only):
-// the maximum, then exp_shift's exponentials and sum, then one multiply by the sum's inverse.
-GLASS_AVX512 inline void softmax(float* x, int n) {
+// max over x[0..n), n ≥ 1, 16 lanes at a time (FlashAttention's tile maximum; a maximum is the
+// same in any order, so this equals the scalar loop exactly).
+GLASS_AVX512 inline float row_max(const float* x, int n) {
     __m512 mx = _mm512_set1_ps(-3.0e38f);
     for (int i = 0; i < n; i += 16)
         mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, row_masks(n - i).lo, x + i));
-    const __m512 inv = _mm512_set1_ps(1.0f / exp_shift(x, n, _mm512_reduce_max_ps(mx)));
+    return _mm512_reduce_max_ps(mx);
+}
+
+// softmax over x[0..n) in place (all entries finite: the caller passes visible keys only):
+// the maximum, then exp_shift's exponentials and sum, then one multiply by the sum's inverse.
+GLASS_AVX512 inline void softmax(float* x, int n) {
+    const __m512 inv = _mm512_set1_ps(1.0f / exp_shift(x, n, row_max(x, n)));
     for (int i = 0; i < n; i += 16) {
         const __mmask16 m = row_masks(n - i).lo;
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));

@@ -108,9 +108,15 @@ inline void dequantize_rows(const std::int8_t* rows, long ld, const float* s, lo
         for (int i = 0; i < n; ++i) out[std::int64_t{j} * n + i] = s[j * lds] * static_cast<float>(rows[j * ld + i]);
 }
 
-inline void softmax(float* x, int n) {
+// max over x[0..n), n ≥ 1.
+inline float row_max(const float* x, int n) {
     float mx = x[0];
     for (int i = 1; i < n; ++i) mx = std::fmax(mx, x[i]);
+    return mx;
+}
+
+inline void softmax(float* x, int n) {
+    const float mx = row_max(x, n);
     float sum = 0;
     for (int i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - mx));
     for (int i = 0; i < n; ++i) x[i] /= sum;
