@@ -241,20 +241,8 @@ WeightType weight_type_from_string(const std::string& name) {
 }
 
 double bytes_per_weight(WeightType t) {
-    switch (t) {
-        case WeightType::f32: return 4.0;
-        case WeightType::f16:
-        case WeightType::bf16: return 2.0;
-        case WeightType::q8_0: return (2.0 + kQuantBlockSize) / kQuantBlockSize;        // fp16 scale + 32 int8
-        case WeightType::q4_0: return (2.0 + kQuantBlockSize / 2) / kQuantBlockSize;    // fp16 scale + 16 bytes
-    }
-    return 0.0;
-}
-
-std::int64_t matrix_bytes(const DeviceMatrix& w) {
-    if (!is_quantized(w.type)) return std::int64_t{w.rows} * w.cols * (w.type == WeightType::f32 ? 4 : 2);
-    const std::int64_t blocks = (w.cols + kQuantBlockSize - 1) / kQuantBlockSize;
-    return std::int64_t{w.rows} * blocks * (2 + (w.type == WeightType::q8_0 ? kQuantBlockSize : kQuantBlockSize / 2));
+    if (is_quantized(t)) return quantized_bytes_per_weight(t);  // quantize.cpp: glass/quantize.hpp's block size
+    return t == WeightType::f32 ? 4.0 : 2.0;
 }
 
 static void refuse_quantized(const char* who, WeightType type) {

@@ -163,6 +163,7 @@ enum class WeightType { f32, f16, bf16, q8_0, q4_0 };
 const char* to_string(WeightType t);  // "fp32", "fp16", "bf16", "q8", "q4"
 WeightType weight_type_from_string(const std::string& name);  // those, or "f32"/"f16"/"q8_0"/"q4_0"
 double bytes_per_weight(WeightType t);                         // scales included for q8_0/q4_0
+double quantized_bytes_per_weight(WeightType t);               // q8_0/q4_0 only (quantize.cpp)
 inline bool is_quantized(WeightType t) { return t == WeightType::q8_0 || t == WeightType::q4_0; }
 
 // A row-major [rows, cols] matrix in device memory. f32/f16/bf16: `data` holds rows · cols values.

@@ -17,11 +17,23 @@
 
 namespace glass::cuda {
 
+static QuantFormat quant_format(WeightType type) {
+    if (!is_quantized(type)) fail(to_string(type), " is not a quantized type (q8, q4)");
+    return type == WeightType::q8_0 ? QuantFormat::q8_0 : QuantFormat::q4_0;
+}
+
+double quantized_bytes_per_weight(WeightType type) { return bytes_per_weight(quant_format(type)); }
+
+std::int64_t matrix_bytes(const DeviceMatrix& w) {
+    if (!is_quantized(w.type)) return std::int64_t{w.rows} * w.cols * (w.type == WeightType::f32 ? 4 : 2);
+    const std::int64_t blocks = (w.cols + kQuantBlock - 1) / kQuantBlock;  // QuantizedMatrix::bytes()'s count
+    return std::int64_t{w.rows} * blocks * quant_block_bytes(quant_format(w.type));
+}
+
 OwnedMatrix upload_quantized(const float* host, int rows, int cols, WeightType type) {
     if (!is_quantized(type)) fail("upload_quantized: ", to_string(type), " is not a quantized type (q8, q4)");
     if (rows < 1 || cols < 1) fail("upload_quantized: shape [", rows, ", ", cols, "] is empty");
-    const QuantizedMatrix q =
-        quantize(host, rows, cols, type == WeightType::q8_0 ? QuantFormat::q8_0 : QuantFormat::q4_0);
+    const QuantizedMatrix q = quantize(host, rows, cols, quant_format(type));
     const std::size_t quant_bytes = q.quants.size();
     const std::size_t scale_offset = (quant_bytes + 15) / 16 * 16;  // keep the scales 2-byte aligned too
     OwnedMatrix m;
