@@ -50,6 +50,10 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "usage: bench_table [--runs R>=5] MODEL:THREADS:PRECISION:PROMPT:GEN[:NAME]...\n");
             return 2;
         }
+        // Which kernels (GLASS_KERNELS forces a set) on which CPU: every row depends on both.
+        const glass::fast::Kernels kernels = glass::fast::best_kernels();
+        std::printf("kernels: %s (%s), int8 dot products: %s; CPU: %s (%s)\n", kernels.name, kernels.isa,
+                    kernels.int8_dot, glass::fast::cpu_model_name().c_str(), glass::fast::cpu_feature_list().c_str());
         // Probes first, once per thread count used.
         std::map<int, glass::fast::Stat> bandwidth, peak;
         for (const auto& spec : specs) {

@@ -53,6 +53,21 @@ std::vector<float> random_vector(size_t n, std::uint64_t seed) {
     return v;
 }
 
+// Every kernel set this CPU runs (kernels.hpp), and those besides the portable reference: each
+// test below runs once per set, so an AVX2 machine tests portable + avx2, a Zen 4 all three.
+std::vector<std::string> all_sets() {
+    std::vector<std::string> names;
+    for (const auto s : glass::fast::available_kernel_sets()) names.emplace_back(glass::fast::to_string(s));
+    return names;
+}
+std::vector<glass::fast::Kernels> simd_sets() {
+    std::vector<glass::fast::Kernels> sets;
+    for (const auto s : glass::fast::available_kernel_sets())
+        if (s != glass::fast::KernelSet::portable) sets.push_back(glass::fast::kernels_of(s));
+    if (sets.empty()) MESSAGE("this CPU runs no vector kernel set: only the portable kernels run");
+    return sets;
+}
+
 const WeightType kAllTypes[] = {WeightType::fp32, WeightType::fp16, WeightType::bf16, WeightType::q8_0,
                                 WeightType::q4_0};
 
@@ -93,12 +108,9 @@ TEST_CASE("packing: every weight lands where PackedMatrix::at says, in the reque
     }
 }
 
-TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal the plain loops") {
-    if (!glass::fast::cpu_has_avx512()) {
-        MESSAGE("no AVX-512 on this CPU: only the portable kernels run");
-        return;
-    }
-    const auto fast = glass::fast::best_kernels();
+TEST_CASE("kernels: each vector set's matrix–vector and matrix–matrix products equal the plain loops") {
+  for (const auto& fast : simd_sets()) {
+    CAPTURE(std::string(fast.name));
     const auto plain = glass::fast::portable_kernels();
     // Odd sizes exercise the padded last panel, a partial Q8 block, a partial 256-input chunk
     // and uneven token tiles (n = 29 → 9,10,10; 13 → 6,7; 64 → 10,11,11,10,11,11 tokens).
@@ -161,13 +173,14 @@ TEST_CASE("kernels: AVX-512 matrix–vector and matrix–matrix products equal t
         CHECK(plain.row_max(peaks.data(), n) == want);
         peaks[size_t(n)] = a[size_t(n) % a.size()];
     }
+  }
 }
 
 // Int8 activations (FastOptions::int8_activations): decode's x in int8 blocks of 32, times the
 // Q8_0/Q4_0 integers with integer dot products. The products are exact int32 sums, so the VNNI
 // kernel and the plain loop equal quantize.hpp's quantized_dot_int8 up to the order of the fp32
 // additions over blocks (the fp32 tolerance). Rounding x is a real change: y moves by ~0.5 %.
-TEST_CASE("kernels: matvec_int8 (VNNI and plain) equals quantized_dot_int8; rounding x moves y by < 2 %") {
+TEST_CASE("kernels: matvec_int8 (every set's integer dot product and plain) equals quantized_dot_int8; rounding x moves y by < 2 %") {
     const int rows = 77, cols = 300;  // a padded last panel, a partial block of 12
     const auto w = random_vector(rows * cols, 2), x = random_vector(size_t(cols), 3);
     const int blocks = (cols + 31) / 32;
@@ -178,9 +191,12 @@ TEST_CASE("kernels: matvec_int8 (VNNI and plain) equals quantized_dot_int8; roun
     std::vector<std::int32_t> sums(size_t(blocks), 0);
     for (int i = 0; i < blocks * 32; ++i) sums[size_t(i / 32)] += xq[size_t(i)];
     const glass::fast::Int8Vector x8{xq.data(), xs.data(), sums.data()};
-    std::vector<glass::fast::Kernels> sets = {glass::fast::portable_kernels()};
-    if (glass::fast::cpu_has_vnni()) sets.push_back(glass::fast::best_kernels());
-    else MESSAGE("no AVX-512 VNNI on this CPU: only the plain matvec_int8 runs");
+    std::vector<glass::fast::Kernels> sets = simd_sets();
+    sets.push_back(glass::fast::portable_kernels());
+#if defined(__x86_64__)
+    // A CPU with AVX-VNNI gets the vpdpbusd form in the avx2 set: test the vpmaddubsw form too.
+    if (glass::fast::cpu_has_avx_vnni()) sets.push_back(glass::fast::avx2::kernels(false));
+#endif
     for (WeightType type : {WeightType::q8_0, WeightType::q4_0}) {
         CAPTURE(glass::fast::to_string(type));
         std::vector<unsigned char> buf(size_t(glass::fast::packed_bytes(rows, cols, type)), 0);
@@ -205,11 +221,8 @@ TEST_CASE("kernels: matvec_int8 (VNNI and plain) equals quantized_dot_int8; roun
 }
 
 TEST_CASE("kernels: decode attention over a run of cached rows equals the plain loops, and one row at a time bit for bit") {
-    if (!glass::fast::cpu_has_avx512()) {
-        MESSAGE("no AVX-512 on this CPU: only the portable kernels run");
-        return;
-    }
-    const auto fast = glass::fast::best_kernels();
+  for (const auto& fast : simd_sets()) {
+    CAPTURE(std::string(fast.name));
     const auto plain = glass::fast::portable_kernels();
     // head_dim 8 and 48 fill part of one register block, 64 exactly one, 80 spills into a second.
     for (int hd : {8, 48, 64, 80}) {
@@ -234,14 +247,15 @@ TEST_CASE("kernels: decode attention over a run of cached rows equals the plain 
             fast.add_rows(y_split.data(), p.data() + j0, rows.data() + j0 * ld, ld, j0 == 0 ? 1 : j0 == 1 ? 5 : 15, hd);
         CHECK(y_split == y_fast);
     }
+  }
 }
 
 // An int8 KV cache's decode attention dequantizes runs of rows (one KV head's slice of each) and
 // hands them to the fp32 kernels. The dequantized values must be exactly the reference's
 // (dequantize_kv_row: one fp32 product s · q each), on both kernel sets, for every head_dim tail.
 TEST_CASE("kernels: dequantize_rows gives dequantize_kv_row's values bit for bit") {
-    std::vector<glass::fast::Kernels> sets = {glass::fast::portable_kernels()};
-    if (glass::fast::cpu_has_avx512()) sets.push_back(glass::fast::best_kernels());
+    std::vector<glass::fast::Kernels> sets = simd_sets();
+    sets.push_back(glass::fast::portable_kernels());
     for (const auto& k : sets)
         for (int hd : {8, 48, 64, 80}) {
             CAPTURE(std::string(k.name));
@@ -310,12 +324,9 @@ TEST_CASE("int8 KV cache: a NaN key stays NaN: the reference refuses it, fast lo
                          glass::Error);
 }
 
-TEST_CASE("kernels: AVX-512 prefill attention tiles equal the plain loops (tails in rows, keys, head_dim)") {
-    if (!glass::fast::cpu_has_avx512()) {
-        MESSAGE("no AVX-512 on this CPU: only the portable kernels run");
-        return;
-    }
-    const auto fast = glass::fast::best_kernels();
+TEST_CASE("kernels: each vector set's prefill attention tiles equal the plain loops (tails in rows, keys, head_dim)") {
+  for (const auto& fast : simd_sets()) {
+    CAPTURE(std::string(fast.name));
     const auto plain = glass::fast::portable_kernels();
     // head_dim 8 and 48 are below one 64-wide block, 80 spills into a second, partial one; key
     // counts 1, 17 and 70 leave partial 16-key registers and a partial 64-key block.
@@ -338,6 +349,7 @@ TEST_CASE("kernels: AVX-512 prefill attention tiles equal the plain loops (tails
                 plain.attention_mix(s_plain.data(), lds, m, v.data(), ldv, n_keys, hd, o_plain.data(), ldo);
                 CHECK(relative_error(o_fast, o_plain) < 1e-5);
             }
+  }
 }
 
 namespace {
@@ -358,20 +370,23 @@ double worst_error(glass::Session& ref, glass::Session& fast, const std::vector<
 
 }  // namespace
 
-TEST_CASE("FastCpuSession fp32 equals CpuSession on the shipped model (1 and 2 threads, chunked prefill)") {
+TEST_CASE("FastCpuSession fp32 equals CpuSession on the shipped model (every kernel set, 1 and 2 threads, chunked prefill)") {
     const auto& model = test::shipped();
     const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
     const std::vector<int> next = {376, 298, 315, 421, 395, 317, 426, 338};
     for (int threads : {1, 2})
-        for (bool portable : {false, true})
+        for (const std::string& set : all_sets())
             for (int chunk : {512, 4})  // 4: the 9-token prompt goes through in 3 passes
                 for (bool flash : {false, true}) {  // prefill attention: score rows, or tiles (C19)
                 CAPTURE(threads);
-                CAPTURE(portable);
+                CAPTURE(set);
                 CAPTURE(chunk);
                 CAPTURE(flash);
                 glass::CpuSession ref(model);
-                FastCpuSession fast(model, {threads, WeightType::fp32, portable, chunk, flash});
+                FastOptions options{threads, WeightType::fp32, false, chunk, flash};
+                options.kernels = set;
+                FastCpuSession fast(model, options);
+                CHECK(std::string(fast.kernel_name()) == set);
                 CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
                 // hidden_dim 172 is padded to 192 rows in W1/W3's last panel: those zeros are read too.
                 CHECK(fast.weight_bytes() > model.weight_bytes);
@@ -536,10 +551,12 @@ TEST_CASE("q8/q4 fast path equals CpuSession on quantized_model (fp32 tolerance)
     for (const WeightType type : {WeightType::q8_0, WeightType::q4_0}) {
         CAPTURE(std::string(glass::fast::to_string(type)));
         const glass::Model rounded = glass::quantized_model(test::shipped(), glass::fast::quant_format_of(type));
-        for (const bool portable : {false, true}) {
-            CAPTURE(portable);
+        for (const std::string& set : all_sets()) {
+            CAPTURE(set);
             glass::CpuSession ref(rounded);
-            FastCpuSession fast(test::shipped(), {2, type, portable, 4});  // chunks of 4: prefill and decode kernels
+            FastOptions options{2, type, false, 4};  // chunks of 4: prefill and decode kernels
+            options.kernels = set;
+            FastCpuSession fast(test::shipped(), options);
             CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
         }
     }
@@ -587,16 +604,17 @@ TEST_CASE("int8 activations: logits within 5e-2 of fp32 activations; refused whe
     const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
     const std::vector<int> next = {376, 298, 315, 421, 395, 317, 426, 338};
     for (WeightType type : {WeightType::q8_0, WeightType::q4_0})
-        for (const bool portable : {false, true}) {
+        for (const std::string& set : all_sets()) {
             CAPTURE(std::string(glass::fast::to_string(type)));
-            CAPTURE(portable);
-            FastOptions o{2, type, portable, 512};
+            CAPTURE(set);
+            FastOptions o{2, type, false, 512};
+            o.kernels = set;
             FastCpuSession fp32_x(test::shipped(), o);
             o.int8_activations = true;
             FastCpuSession int8_x(test::shipped(), o);
-            CHECK(int8_x.dot_products() == (portable || !glass::fast::cpu_has_vnni() ? "int8 (portable)" : "int8 (avx512-vnni)"));
+            CHECK(int8_x.dot_products() == "int8 (" + std::string(glass::fast::kernels_of(set).int8_dot) + ")");
             const double worst = worst_error(int8_x, fp32_x, prompt, next);
-            MESSAGE((std::string(glass::fast::to_string(type)) + (portable ? " portable" : "") +
+            MESSAGE((std::string(glass::fast::to_string(type)) + " " + set +
                      ": logits, int8 x vs fp32 x: " + std::to_string(worst)));
             CHECK(worst > 1e-6);  // the int8 products really ran
             CHECK(worst <= 5e-2);
@@ -614,13 +632,17 @@ TEST_CASE("int8 activations: logits within 5e-2 of fp32 activations; refused whe
 // may pick the other token where the reference's top two logits are closer than their error:
 // at the first differing step the golden's top1 − top2 margin must be within twice the
 // tolerance (each logit can move by tolerance × scale, using the top logit as the scale).
-TEST_CASE("greedy generation on the shipped model matches run.c's goldens (fp32, fp16 exactly)") {
+TEST_CASE("greedy generation on the shipped model matches run.c's goldens (every kernel set; fp32, fp16 exactly)") {
+  for (const std::string& set : all_sets())
     for (WeightType type : kAllTypes) {
+        CAPTURE(set);
         CAPTURE(std::string(glass::fast::to_string(type)));
         int exact = 0, cases = 0, earliest = 1 << 30;
         for (const auto& g : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
             CAPTURE(g["case"].get<std::string>());
-            FastCpuSession fast(test::shipped(), {2, type, false, 512});
+            FastOptions options{2, type, false, 512};
+            options.kernels = set;
+            FastCpuSession fast(test::shipped(), options);
             glass::GenerateOptions o;
             o.sampling.temperature = 0.0f;
             const auto want = test::ids_of(g["generated_ids"]);
@@ -642,7 +664,7 @@ TEST_CASE("greedy generation on the shipped model matches run.c's goldens (fp32,
             const double top1 = g["top1_logits"][i].get<double>(), top2 = g["top2_logits"][i].get<double>();
             CHECK(top1 - top2 <= 2 * tolerance(type) * std::fabs(top1));
         }
-        MESSAGE(std::string(glass::fast::to_string(type)) << " weights: " << exact << " of " << cases
+        MESSAGE(set + ", " + glass::fast::to_string(type) << " weights: " << exact << " of " << cases
                 << " golden cases identical; earliest difference at generated token "
                 << (exact == cases ? -1 : earliest));
     }
@@ -695,4 +717,34 @@ TEST_CASE("glass generate --threads/--precision runs the fast path and matches t
     const test::Run bad_kv = test::run(base + " --kv int4");
     CHECK(bad_kv.exit_code == 2);
     CHECK(bad_kv.err.find("--kv must be fp32 or int8, got 'int4'") != std::string::npos);
+}
+
+// GLASS_KERNELS forces a set; a name that is not a set, or a set this CPU cannot run, is refused
+// with the names of the sets it does run (and, for the second, the instructions it has).
+TEST_CASE("kernel sets: GLASS_KERNELS forces one, unknown or unavailable sets are refused by name") {
+    const std::vector<std::string> sets = all_sets();
+    REQUIRE(sets.front() == "portable");  // every CPU runs the reference
+    for (const std::string& set : sets) {
+        CAPTURE(set);
+        REQUIRE(setenv("GLASS_KERNELS", set.c_str(), 1) == 0);
+        CHECK(std::string(glass::fast::best_kernels().name) == set);
+        FastCpuSession fast(test::shipped(), FastOptions{1, WeightType::fp32, false, 512});
+        CHECK(std::string(fast.kernel_name()) == set);
+    }
+    REQUIRE(unsetenv("GLASS_KERNELS") == 0);
+    CHECK(std::string(glass::fast::best_kernels().name) == sets.back());  // the widest
+    CHECK_THROWS_WITH_AS(glass::fast::kernels_of("sse9"), doctest::Contains("unknown kernel set 'sse9'"), glass::Error);
+    for (const char* other : {"neon", "avx2", "avx512"}) {
+        if (std::find(sets.begin(), sets.end(), other) != sets.end()) continue;
+        CAPTURE(other);
+        REQUIRE(setenv("GLASS_KERNELS", other, 1) == 0);
+        const std::string forced = "GLASS_KERNELS=" + std::string(other);
+        CHECK_THROWS_WITH_AS(glass::fast::best_kernels(), doctest::Contains(forced.c_str()), glass::Error);
+        CHECK_THROWS_WITH_AS(glass::fast::kernels_of(other), doctest::Contains("kernel sets it runs: portable"),
+                             glass::Error);
+        FastOptions o{1, WeightType::fp32, false, 512};
+        o.kernels = other;
+        CHECK_THROWS_WITH_AS(FastCpuSession(test::shipped(), o), doctest::Contains("this CPU lacks"), glass::Error);
+    }
+    REQUIRE(unsetenv("GLASS_KERNELS") == 0);
 }

@@ -52,17 +52,32 @@ const glass::Model& wide_model() {
 struct Config {
     int threads;
     WeightType weights;
-    bool portable;
+    std::string kernels;  // a kernel set by name (kernels.hpp); "": the widest this CPU runs
     glass::KvType kv = glass::KvType::fp32;
 };
 std::string name_of(const Config& c) {
-    return std::to_string(c.threads) + " thread(s), " + glass::fast::to_string(c.weights) +
-           (c.portable ? ", portable kernels" : "") + ", KV " + glass::to_string(c.kv);
+    return std::to_string(c.threads) + " thread(s), " + glass::fast::to_string(c.weights) + ", " +
+           (c.kernels.empty() ? std::string("best") : c.kernels) + " kernels, KV " + glass::to_string(c.kv);
 }
 FastOptions options_of(const Config& c) {
-    FastOptions o{c.threads, c.weights, c.portable, 512};
+    FastOptions o{c.threads, c.weights, false, 512};
     o.kv = c.kv;
+    o.kernels = c.kernels;
     return o;
+}
+// Every kernel set this CPU runs: the engine's goldens and batch invariance hold on each.
+std::vector<std::string> all_sets() {
+    std::vector<std::string> names;
+    for (const auto s : glass::fast::available_kernel_sets()) names.emplace_back(glass::fast::to_string(s));
+    return names;
+}
+// `base` plus, for every set this CPU runs, fp32 (and q8, if asked) weights on 2 threads with it.
+std::vector<Config> with_every_set(std::vector<Config> base, bool q8 = true) {
+    for (const std::string& set : all_sets()) {
+        base.push_back(Config{2, WeightType::fp32, set});
+        if (q8) base.push_back(Config{2, WeightType::q8_0, set});
+    }
+    return base;
 }
 constexpr glass::KvType kInt8 = glass::KvType::int8;
 
@@ -75,9 +90,8 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
     for (const glass::Model* model : {&test::shipped(), &wide_model()}) {
         const glass::ModelConfig& c = model->config;
         const int V = c.vocab_size, bs = 4;
-        for (const Config& cfg : {Config{1, WeightType::fp32, false}, Config{2, WeightType::fp32, false},
-                                  Config{2, WeightType::q8_0, false}, Config{2, WeightType::fp32, true},
-                                  Config{2, WeightType::fp32, false, kInt8}}) {
+        for (const Config& cfg : with_every_set({Config{1, WeightType::fp32, ""}, Config{2, WeightType::fp32, "", kInt8},
+                                                 Config{1, WeightType::fp32, "portable", kInt8}})) {
             INFO("dim " << c.dim << ", " << name_of(cfg));
             const FastOptions options = options_of(cfg);
             FastPagedBackend b(*model, options);
@@ -193,8 +207,8 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
 
 TEST_CASE("randomized workloads on the fast backend: each request's tokens equal the request run alone") {
     const glass::Model& m = test::shipped();
-    for (const Config& cfg : {Config{2, WeightType::fp32, false}, Config{1, WeightType::fp32, false},
-                              Config{2, WeightType::q8_0, false}, Config{2, WeightType::fp32, false, kInt8}}) {
+    for (const Config& cfg : {Config{2, WeightType::fp32, ""}, Config{1, WeightType::fp32, ""},
+                              Config{2, WeightType::q8_0, ""}, Config{2, WeightType::fp32, "", kInt8}}) {
         INFO(name_of(cfg));
         FastPagedBackend backend(m, options_of(cfg));
         FastPagedBackend alone(m, options_of(cfg));
@@ -219,9 +233,9 @@ TEST_CASE("fp32 and int8 KV: the fast backend's logits are the reference backend
     // values (~1e-4 on the logits), still 1/30 of what int8 itself moves them; a wrong scale or a
     // row of the wrong block moves them by 1e-2 or more.
     for (const glass::Model* model : {&test::shipped(), &wide_model()})
-        for (const Config& cfg : {Config{1, WeightType::fp32, false}, Config{2, WeightType::fp32, false},
-                                  Config{2, WeightType::fp32, true}, Config{2, WeightType::fp32, false, kInt8},
-                                  Config{1, WeightType::fp32, true, kInt8}}) {
+        for (const Config& cfg : with_every_set({Config{1, WeightType::fp32, ""}, Config{2, WeightType::fp32, "", kInt8},
+                                                 Config{1, WeightType::fp32, "portable", kInt8}},
+                                                /*q8=*/false)) {
             const glass::ModelConfig& c = model->config;
             INFO("dim " << c.dim << ", " << name_of(cfg));
             FastPagedBackend fast(*model, options_of(cfg));
@@ -271,15 +285,18 @@ TEST_CASE("fp32 and int8 KV: the fast backend's logits are the reference backend
         }
 }
 
-TEST_CASE("all 36 greedy goldens and the seeded sampling goldens of llama2.c, batched in one engine on the fast backend") {
+TEST_CASE("all 36 greedy goldens and the seeded sampling goldens of llama2.c, batched in one engine on the fast backend (every kernel set)") {
     // fp32 and fp16 reproduce every greedy golden through FastCpuSession (test_fast_cpu.cpp);
     // batched here, each request must still get them, since batching changes no bit. The seeded
     // sampling goldens need the probabilities to land on the same side of every draw too, which
     // fp32 (error ~1e-7) does; fp16's rounding (~5e-4) is only checked on greedy runs.
     const glass::Model& m = test::shipped();
-    for (WeightType type : {WeightType::fp32, WeightType::fp16}) {
-        INFO(glass::fast::to_string(type));
-        FastPagedBackend backend(m, {2, type, false, 512});
+    for (const std::string& set : all_sets())
+      for (WeightType type : {WeightType::fp32, WeightType::fp16}) {
+        INFO(set << " kernels, " << glass::fast::to_string(type));
+        FastOptions options{2, type, false, 512};
+        options.kernels = set;
+        FastPagedBackend backend(m, options);
         glass::serve::EngineOptions eo;
         eo.num_blocks = 41 * 32;  // room for everyone at once: 41 requests x 512 positions / 16
         eo.scheduler.max_running = 64;
@@ -314,7 +331,7 @@ TEST_CASE("bad batches are refused with the offending value, before anything is 
     b.allocate_pool(8, 4);
     CHECK(b.pool_bytes() == 2 * 5 * 8 * 4 * 32 * 4);  // K and V x 5 layers x 32 positions x kv_dim 32 x 4 B
     {
-        FastPagedBackend int8(m, options_of({2, WeightType::fp32, false, kInt8}));
+        FastPagedBackend int8(m, options_of({2, WeightType::fp32, "", kInt8}));
         int8.allocate_pool(8, 4);
         CHECK(int8.kv_type() == kInt8);
         // K and V x 5 layers x 32 positions x (kv_dim 32 bytes + 4 KV heads x a 4-byte scale)

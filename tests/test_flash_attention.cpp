@@ -70,7 +70,8 @@ TEST_CASE("flash_attention equals causal_attention: prefill, decode, chunks, eve
             CHECK(counts.scratch_floats == std::int64_t{t.q} * t.k + std::int64_t{t.q} * (c.head_dim + 2));
 
             // The fast version needs whole rows of 4 only in its kernel calls; any tile works.
-            for (const glass::fast::Kernels& kernels : {glass::fast::portable_kernels(), glass::fast::best_kernels()}) {
+            for (const glass::fast::KernelSet set : glass::fast::available_kernel_sets()) {
+                const glass::fast::Kernels kernels = glass::fast::kernels_of(set);
                 CAPTURE(kernels.name);
                 glass::RowMatrix fast(c.n_q, c.n_heads * c.head_dim);
                 fast.setConstant(std::nanf(""));  // every output must be written

@@ -2,10 +2,11 @@
 //
 //   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]
 //               [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8] [--activations fp32|int8]
-//               [--probes] [--json]
+//               [--kernels portable|avx2|avx512|neon] [--probes] [--json]
 // (--weights is an older name for --precision, still accepted.)
 // --probes also measures read bandwidth and FMA peak with the same threads and prints the
-// ratios (decode: weight bytes × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak).
+// ratios (decode: weight bytes × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak), each probe
+// running the kernel set's own instructions. --kernels forces a set, as GLASS_KERNELS does.
 #include <thread>
 
 #include "cli.hpp"
@@ -18,7 +19,7 @@ namespace cli {
 int cmd_bench(int argc, char** argv) {
     Flags flags("bench", {{"-m", true}, {"--threads", true}, {"--prompt-len", true}, {"--gen", true},
                           {"--runs", true}, {"--precision", true}, {"--weights", true}, {"--kv", true}, {"--activations", true},
-                          {"--probes", false}, {"--json", false}});
+                          {"--kernels", true}, {"--probes", false}, {"--json", false}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     if (!flags.has("-m")) throw UsageError("glass bench needs a model: -m FILE (glass random-model makes one)");
@@ -46,6 +47,7 @@ int cmd_bench(int argc, char** argv) {
     glass::fast::FastOptions options{threads, weights, false, 512};
     options.kv = kv;
     options.int8_activations = int8_activations;
+    options.kernels = flags.get("--kernels", "");
     glass::fast::FastCpuSession session(model, options);
     const double pack_s = glass::fast::seconds_since(t0);
     const auto speeds = glass::fast::measure_phases(session, prompt_len, gen, runs);
@@ -65,7 +67,8 @@ int cmd_bench(int argc, char** argv) {
                 gen, dc.median, dc.min, dc.max, bytes * dc.median / 1e9, bytes / 1e6);
     nlohmann::json j = {
         {"model", flags.get("-m", "")}, {"threads", threads}, {"precision", glass::fast::to_string(weights)}, {"kv", glass::to_string(options.kv)},
-        {"kernels", session.kernel_name()}, {"dot_products", session.dot_products()}, {"prompt_len", prompt_len}, {"gen", gen}, {"runs", runs},
+        {"kernels", session.kernel_name()}, {"isa", session.kernels().isa}, {"cpu", glass::fast::cpu_model_name()},
+        {"cpu_flags", glass::fast::cpu_feature_list()}, {"dot_products", session.dot_products()}, {"prompt_len", prompt_len}, {"gen", gen}, {"runs", runs},
         {"prefill_tokens_per_s", pf.median}, {"prefill_tokens_per_s_range", {pf.min, pf.max}},
         {"decode_tokens_per_s", dc.median}, {"decode_tokens_per_s_range", {dc.min, dc.max}},
         {"weight_bytes_per_token", session.weight_bytes()},
@@ -73,8 +76,8 @@ int cmd_bench(int argc, char** argv) {
         {"prefill_flops_per_s", flops_per_prompt * pf.median / prompt_len},
     };
     if (flags.has("--probes")) {
-        const auto bw = glass::fast::read_bandwidth_probe(threads);
-        const auto peak = glass::fast::fma_peak_probe(threads);
+        const auto bw = glass::fast::read_bandwidth_probe(threads, std::int64_t{1} << 30, 7, session.kernels());
+        const auto peak = glass::fast::fma_peak_probe(threads, 7, session.kernels());
         const double decode_ratio = bytes * dc.median / bw.median;
         const double prefill_ratio = flops_per_prompt * pf.median / prompt_len / peak.median;
         std::printf("probes (%d threads): read %.1f GB/s [%.1f – %.1f], FMA peak %.1f GFLOP/s [%.1f – %.1f]\n",

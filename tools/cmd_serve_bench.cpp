@@ -116,7 +116,9 @@ int cmd_serve_bench(int argc, char** argv) {
                 glass::to_string(fast_options.kv), eo.block_size, eo.scheduler.max_tokens_per_step, eo.prefix_caching ? "on" : "off",
                 eo.scheduler.chunked_prefill ? "on" : "off");
 
-    nlohmann::json j = {{"model", model_name}, {"backend", backend_name}, {"block_size", eo.block_size},
+    nlohmann::json j = {{"model", model_name}, {"backend", backend_name},
+                        {"kernels", backend_name == "fast" ? glass::fast::best_kernels().name : "eigen"},
+                        {"cpu", glass::fast::cpu_model_name()}, {"cpu_flags", glass::fast::cpu_feature_list()}, {"block_size", eo.block_size},
                         {"budget", eo.scheduler.max_tokens_per_step}, {"prefix_cache", eo.prefix_caching},
                         {"chunked_prefill", eo.scheduler.chunked_prefill}, {"kv", glass::to_string(fast_options.kv)},
                         {"kv_bytes_per_token", glass::kv_bytes_per_token(c, fast_options.kv)}};

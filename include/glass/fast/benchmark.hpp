@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "glass/fast/buffer.hpp"
@@ -34,74 +36,38 @@ inline Stat stat_of(std::vector<double> v) {
     return {median, v.front(), v.back()};
 }
 
+// The CPU's name as the kernel reports it ("AMD EPYC 7763 64-Core Processor"), for bench records.
+inline std::string cpu_model_name() {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);)
+        for (const char* key : {"model name", "Model"})  // x86-64, and some AArch64 kernels
+            if (line.rfind(key, 0) == 0 && line.find(':') != std::string::npos) {
+                const std::string name = line.substr(line.find(':') + 1);
+                return name.substr(std::min(name.size(), name.find_first_not_of(' ')));
+            }
+    return "unknown CPU";
+}
+
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-#if defined(__x86_64__)
-// The 16 lanes added one by one. (_mm512_reduce_add_ps would do, but GCC 12's expansion of it
-// warns falsely here: -Wuninitialized on an intrinsic's "undefined" register.)
-GLASS_AVX512 inline float add_lanes(__m512 v) {
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, v);
-    float total = 0.0f;
-    for (float x : lanes) total += x;
-    return total;
-}
-
-// Σ of n floats, 64 at a time (4 independent accumulators, so adding never limits the loop).
-GLASS_AVX512 inline float sum_avx512(const float* p, std::int64_t n) {
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (std::int64_t i = 0; i + 64 <= n; i += 64) {
-        s0 = _mm512_add_ps(s0, _mm512_load_ps(p + i));
-        s1 = _mm512_add_ps(s1, _mm512_load_ps(p + i + 16));
-        s2 = _mm512_add_ps(s2, _mm512_load_ps(p + i + 32));
-        s3 = _mm512_add_ps(s3, _mm512_load_ps(p + i + 48));
-    }
-    return add_lanes(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
-}
-// FLOPs of `iterations` rounds of 12 independent 16-lane FMA chains (12 > 4-cycle latency ×
-// 1 FMA/cycle, so the unit never waits).
-GLASS_AVX512 inline float fma_chains_avx512(std::int64_t iterations, float start) {
-    __m512 acc[12];
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(start + 0.001f * i);
-    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-    for (std::int64_t it = 0; it < iterations; ++it)
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-    __m512 s = acc[0];
-    for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
-    return add_lanes(s);
-}
-#endif
-
-inline float sum_portable(const float* p, std::int64_t n) {
-    float s[8] = {};
-    for (std::int64_t i = 0; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; ++j) s[j] += p[i + j];
-    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-}
-
 // Read bandwidth (bytes/s) of `threads` threads each summing its slice of one `bytes` buffer
-// (huge pages, like the weights), one value per pass.
-inline Stat read_bandwidth_probe(int threads, std::int64_t bytes = std::int64_t{1} << 30, int passes = 7) {
+// (huge pages, like the weights) with the kernel set's own loads, one value per pass.
+inline Stat read_bandwidth_probe(int threads, std::int64_t bytes = std::int64_t{1} << 30, int passes = 7,
+                                 const Kernels& k = best_kernels()) {
     HugeBuffer buffer(static_cast<std::size_t>(bytes));
     const std::int64_t n = bytes / 4;
     float* data = buffer.as<float>();
     for (std::int64_t i = 0; i < n; ++i) data[i] = 1.0f;  // touch every page before timing
     ThreadPool pool(threads);
-    const bool avx512 = cpu_has_avx512();
     std::vector<float> sinks(static_cast<size_t>(threads));
     std::vector<double> rates;
     for (int pass = 0; pass < passes; ++pass) {
         const int pieces = 64;  // 16 MiB each, shared out like the weight panels are
         auto job = [&](int piece, int t) {
             const std::int64_t b = n / pieces * piece, e = n / pieces * (piece + 1);
-#if defined(__x86_64__)
-            sinks[static_cast<size_t>(t)] += avx512 ? sum_avx512(data + b, e - b) : sum_portable(data + b, e - b);
-#else
-            sinks[static_cast<size_t>(t)] += sum_portable(data + b, e - b);
-#endif
+            sinks[static_cast<size_t>(t)] += k.read_sum(data + b, e - b);
         };
         const auto t0 = std::chrono::steady_clock::now();
         pool.run(pieces, job);
@@ -112,24 +78,24 @@ inline Stat read_bandwidth_probe(int threads, std::int64_t bytes = std::int64_t{
     return stat_of(rates);
 }
 
-// Peak fp32 FMA throughput (FLOP/s) of `threads` threads, one value per pass.
-inline Stat fma_peak_probe(int threads, int passes = 7) {
+// Peak fp32 FMA throughput (FLOP/s) of `threads` threads running the kernel set's own
+// fused multiply-adds (12 independent chains; nothing else), one value per pass.
+inline Stat fma_peak_probe(int threads, int passes = 7, const Kernels& k = best_kernels()) {
     ThreadPool pool(threads);
-    const std::int64_t iterations = 20'000'000;  // 20M × 12 FMAs × 32 FLOPs ≈ 7.7 GFLOP per thread
+    const double flops_per_round = 2.0 * kProbeChains * k.fma_lanes;
+    // ≈ 7.7 GFLOP per thread per pass whatever the vector width (20M rounds of 16 lanes)
+    const std::int64_t iterations = 20'000'000LL * 16 / k.fma_lanes;
     std::vector<float> sinks(static_cast<size_t>(threads));
     std::vector<double> rates;
-    const bool avx512 = cpu_has_avx512();
     for (int pass = 0; pass < passes; ++pass) {
         auto job = [&](int piece, int t) {  // 10 pieces per thread
-#if defined(__x86_64__)
             // (a different start per piece, so the compiler cannot compute one and reuse it)
-            if (avx512) sinks[static_cast<size_t>(t)] += fma_chains_avx512(iterations / 10, 0.01f * piece);
-#endif
+            sinks[static_cast<size_t>(t)] += k.fma_chains(iterations / 10, 0.01f * piece);
         };
         const auto t0 = std::chrono::steady_clock::now();
         pool.run(10 * threads, job);
         const double s = seconds_since(t0);
-        rates.push_back(avx512 ? 12.0 * 32.0 * static_cast<double>(iterations) * threads / s : 0.0);
+        rates.push_back(flops_per_round * static_cast<double>(iterations / 10 * 10) * threads / s);
     }
     volatile float keep_alive = sinks[0];
     (void)keep_alive;

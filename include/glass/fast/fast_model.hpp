@@ -45,12 +45,19 @@ namespace glass::fast {
 struct FastOptions {
     int threads = 1;
     WeightType weights = WeightType::fp32;
-    bool portable_kernels = false;  // force the plain loops (tests; CPUs without AVX-512)
+    bool portable_kernels = false;  // force the plain loops (tests, fuzzing); wins over `kernels`
     int prefill_chunk = 512;        // FastCpuSession: prompt positions per pass (bounds its buffers)
     bool flash_attention = true;    // FastCpuSession: prefill attention tile by tile (fast_flash_attention.hpp); false: score rows
     KvType kv = KvType::fp32;       // FastCpuSession: the KV cache in fp32, or int8 (kv_cache.hpp)
     bool int8_activations = false;  // q8/q4 decode: x in int8 blocks too, integer dot products (matvec_int8)
+    std::string kernels;            // a kernel set by name ("avx2", kernels.hpp); "": best_kernels()
+                                    // (GLASS_KERNELS if set, else the widest set this CPU runs)
 };
+
+inline Kernels kernels_for(const FastOptions& o) {
+    if (o.portable_kernels) return portable_kernels();
+    return o.kernels.empty() ? best_kernels() : kernels_of(o.kernels);
+}
 
 /// An int8 KV cache's rows as attend reads them (kv_cache.hpp's KvType::int8): keys and values
 /// [rows, kv_dim] int8 and their scales [rows, n_kv_heads]; row r of KV head g stands for
@@ -81,7 +88,7 @@ public:
 
     FastModel(const Model& model, FastOptions options, SingleRow single_row)
         : model_(model), c_(model.config), options_(options), single_row_(single_row),
-          pool_(options.threads), k_(options.portable_kernels ? portable_kernels() : best_kernels()) {
+          pool_(options.threads), k_(kernels_for(options)) {
         if (options.prefill_chunk < 1) fail("prefill chunk ", options.prefill_chunk, " must be ≥ 1");
         if (options.int8_activations && !is_quantized(options.weights))
             fail("int8 activations multiply q8 or q4 weights' integers; the weights are ", to_string(options.weights));

@@ -80,6 +80,7 @@ public:
     int threads() const { return m_.threads(); }
     WeightType weight_type() const { return m_.options().weights; }
     const char* kernel_name() const { return m_.kernel_name(); }
+    const Kernels& kernels() const { return m_.kernels(); }
 
     std::span<const float> forward(std::span<const serve::BatchEntry> batch) override {
         if (num_blocks_ == 0) fail("fast paged forward: no KV pool yet (allocate_pool first)");

@@ -111,6 +111,7 @@ public:
     int threads() const { return m_.threads(); }
     WeightType weight_type() const { return m_.options().weights; }
     const char* kernel_name() const { return m_.kernel_name(); }
+    const Kernels& kernels() const { return m_.kernels(); }
     std::string dot_products() const { return m_.dot_products(); }  // "fp32" or "int8 (avx512-vnni)" ...
 
 private:

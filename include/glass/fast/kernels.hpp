@@ -1,94 +1,157 @@
 /// \file
-/// \brief glass/fast/kernels.hpp — one table of inner loops, chosen once at run time.
+/// \brief glass/fast/kernels.hpp — the kernel sets, and which one runs on this CPU.
 /// ```text
-/// The AVX-512 set (kernels_avx512.hpp, kernels_avx512_attention.hpp) needs AVX-512
-/// F/BW/VL/DQ (Intel since Skylake-X, AMD since Zen 4); anything else gets the portable set
-/// (kernels_portable.hpp). The choice is a run-time CPU check, not a compile flag, so one binary
-/// runs everywhere. The integer matrix–vector product (matvec_int8, for int8 activations) needs
-/// AVX-512 VNNI on top (Intel since Ice Lake / Cascade Lake, AMD since Zen 4); without it the
-/// table holds the portable loop, and `int8_dot` says which one runs.
+/// A kernel set is one table of inner loops (kernel_table.hpp). Four exist:
+///   portable  plain loops, any CPU; the reference every other set is tested against
+///   avx2      x86-64 with AVX2 + FMA + F16C (Intel since Haswell, AMD since Zen 1)
+///   avx512    x86-64 with AVX-512 F/BW/VL/DQ (Intel Skylake-X and later servers, AMD since Zen 4)
+///   neon      AArch64 (Apple M-series, Graviton, Ampere, Raspberry Pi 4/5); NEON is always there
+/// best_kernels() takes the widest set the CPU runs, unless GLASS_KERNELS names one:
+///   GLASS_KERNELS=avx2 glass bench ...    (a set the CPU lacks is refused, naming what it has)
+/// so one machine can run and test every set it supports. The choice is a run-time CPU check,
+/// not a compile flag: each set's functions carry their own `target` attributes, and one binary
+/// runs everywhere.
+/// int8 activations (matvec_int8) use the best integer dot product the CPU has inside the set:
+/// AVX-512 VNNI (vpdpbusd, 16 lanes), AVX-VNNI (vpdpbusd, 8 lanes), AVX2's vpmaddubsw, or
+/// NEON's sdot; `Kernels::int8_dot` says which.
 /// ```
 #pragma once
 
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "glass/errors.hpp"
+#include "glass/fast/kernel_table.hpp"
+#include "glass/fast/kernels_avx2.hpp"
+#include "glass/fast/kernels_avx2_attention.hpp"
 #include "glass/fast/kernels_avx512.hpp"
 #include "glass/fast/kernels_avx512_attention.hpp"
+#include "glass/fast/kernels_neon.hpp"
 #include "glass/fast/kernels_portable.hpp"
 #include "glass/fast/packed_weights.hpp"
 
 namespace glass::fast {
 
-struct Kernels {
-    const char* name;
-    // y[r] (+)= Σ_k W(r,k) x[k], rows of panels [p0, p1)                       (decode)
-    void (*matvec)(const PackedMatrix& w, const float* x, float* y, int p0, int p1, bool accumulate);
-    // Y[t][r] (+)= Σ_k W(r,k) X[t][k], t < n, rows of panels [p0, p1)          (prefill)
-    // X comes packed into token tiles (pack_tokens, token_tiles.hpp).
-    void (*matmul)(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
-                   bool accumulate, float* scratch);
-    // decode attention over a run of cached positions (rows ld floats apart):
-    // out[j] = scale · (q · rows[j]);   y += Σ_j a[j] · rows[j] in order of j
-    void (*dot_rows)(const float* q, const float* rows, long ld, int n_rows, int n, float scale, float* out);
-    void (*add_rows)(float* y, const float* a, const float* rows, long ld, int n_rows, int n);
-    // an int8 KV cache's rows in fp32: out[j·n + i] = s[j·lds] · rows[j·ld + i]
-    void (*dequantize_rows)(const std::int8_t* rows, long ld, const float* s, long lds, int n_rows, int n, float* out);
-    void (*softmax)(float* x, int n);
-    void (*silu_mul)(float* gate, const float* up, int n);
-    // prefill attention, m ≤ 4 query rows: S = scale · Q Kᵀ (keys given transposed), O = P V
-    void (*attention_scores)(const float* q, long ldq, int m, const float* kt, long ldkt, int n_keys,
-                             int hd, float scale, float* s, long lds);
-    void (*attention_mix)(const float* p, long ldp, int m, const float* v, long ldv, int n_keys, int hd,
-                          float* o, long ldo);
-    // max of x[0..n), n ≥ 1, and x[i] = e^(x[i] − shift), i < n, returning the sum: the two
-    // steps of FlashAttention's online softmax on one row of a score tile
-    float (*row_max)(const float* x, int n);
-    float (*exp_shift)(float* x, int n, float shift);
-    // y[r] (+)= Σ_b d_{r,b} dx_b Σ_k q_{r,k} qx_k: Q8_0/Q4_0 times int8 x   (decode, int8 activations)
-    void (*matvec_int8)(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1, bool accumulate);
-    const char* int8_dot;  // which matvec_int8: "avx512-vnni" or "portable"
-};
+// ---- What this CPU has ----------------------------------------------------------------------
+inline bool cpu_supports(const char* feature) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    const std::string f = feature;
+    if (f == "avx2") return __builtin_cpu_supports("avx2");
+    if (f == "fma") return __builtin_cpu_supports("fma");
+    if (f == "f16c") return __builtin_cpu_supports("f16c");
+    if (f == "avxvnni") return __builtin_cpu_supports("avxvnni");
+    if (f == "avx512f") return __builtin_cpu_supports("avx512f");
+    if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
+    if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
+    if (f == "avx512dq") return __builtin_cpu_supports("avx512dq");
+    if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
+#else
+    (void)feature;
+#endif
+    return false;
+}
 
-// Floats of per-thread scratch the matmul kernels need (one unpacked panel chunk).
-constexpr int kScratchFloats = 256 * kPanel;
-// Query rows per prefill attention tile (attention_scores / attention_mix take m ≤ this).
-constexpr int kAttentionRows = 4;
-
+inline bool cpu_has_avx2() { return cpu_supports("avx2") && cpu_supports("fma") && cpu_supports("f16c"); }
 inline bool cpu_has_avx512() {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    return cpu_supports("avx512f") && cpu_supports("avx512bw") && cpu_supports("avx512vl") && cpu_supports("avx512dq");
+}
+inline bool cpu_has_vnni() { return cpu_has_avx512() && cpu_supports("avx512vnni"); }   // AVX-512 VNNI
+inline bool cpu_has_avx_vnni() { return cpu_has_avx2() && cpu_supports("avxvnni"); }    // the VEX form
+
+// The ISA extensions glass looks for that this CPU has, for messages and bench records:
+// "avx2 fma f16c avxvnni avx512f ..." (x86-64) or "neon dotprod" (AArch64).
+inline std::string cpu_feature_list() {
+#if defined(__aarch64__)
+    return neon_feature_list();
 #else
-    return false;
+    std::string out;
+    for (const char* f : {"avx2", "fma", "f16c", "avxvnni", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vnni"})
+        if (cpu_supports(f)) out += (out.empty() ? "" : " ") + std::string(f);
+    return out.empty() ? "none of avx2/fma/f16c/avx512" : out;
 #endif
 }
 
-inline bool cpu_has_vnni() {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    return cpu_has_avx512() && __builtin_cpu_supports("avx512vnni");
+// ---- The sets -------------------------------------------------------------------------------
+enum class KernelSet { portable, avx2, avx512, neon };
+
+inline const char* to_string(KernelSet s) {
+    switch (s) {
+        case KernelSet::portable: return "portable";
+        case KernelSet::avx2: return "avx2";
+        case KernelSet::avx512: return "avx512";
+        case KernelSet::neon: return "neon";
+    }
+    return "?";
+}
+
+inline bool cpu_runs(KernelSet s) {
+    switch (s) {
+        case KernelSet::portable: return true;
+        case KernelSet::avx2: return cpu_has_avx2();
+        case KernelSet::avx512: return cpu_has_avx512() && cpu_has_avx2();
+#if defined(__aarch64__)
+        case KernelSet::neon: return true;
 #else
-    return false;
+        case KernelSet::neon: return false;
 #endif
+    }
+    return false;
 }
 
-inline Kernels portable_kernels() {
-    return {"portable", portable::matvec, portable::matmul, portable::dot_rows, portable::add_rows,
-            portable::dequantize_rows,
-            portable::softmax, portable::silu_mul, portable::attention_scores, portable::attention_mix,
-            portable::row_max, portable::exp_shift, portable::matvec_int8, "portable"};
+// Every set this CPU runs, narrowest first (portable, then avx2, avx512 or neon).
+inline std::vector<KernelSet> available_kernel_sets() {
+    std::vector<KernelSet> out;
+    for (KernelSet s : {KernelSet::portable, KernelSet::avx2, KernelSet::avx512, KernelSet::neon})
+        if (cpu_runs(s)) out.push_back(s);
+    return out;
 }
 
+inline std::string available_kernel_names() {
+    std::string out;
+    for (KernelSet s : available_kernel_sets()) out += (out.empty() ? "" : ", ") + std::string(to_string(s));
+    return out;
+}
+
+inline KernelSet kernel_set_from_string(const std::string& name) {
+    for (KernelSet s : {KernelSet::portable, KernelSet::avx2, KernelSet::avx512, KernelSet::neon})
+        if (name == to_string(s)) return s;
+    fail("unknown kernel set '", name, "' (portable, avx2, avx512, neon; this CPU runs ", available_kernel_names(), ")");
+}
+
+// The table of one set; refuses a set this CPU cannot run, naming what it has.
+inline Kernels kernels_of(KernelSet s) {
+    if (!cpu_runs(s))
+        fail("kernel set ", to_string(s), " needs instructions this CPU lacks (it has: ", cpu_feature_list(),
+             "); kernel sets it runs: ", available_kernel_names());
+    switch (s) {
+        case KernelSet::portable: return portable::kernels();
+#if defined(__x86_64__)
+        case KernelSet::avx2: return avx2::kernels(cpu_has_avx_vnni());
+        case KernelSet::avx512: return avx512::kernels(cpu_has_vnni());
+#endif
+#if defined(__aarch64__)
+        case KernelSet::neon: return neon::kernels(neon_has_dotprod());
+#endif
+        default: break;
+    }
+    fail("kernel set ", to_string(s), " is not built into this program");
+}
+inline Kernels kernels_of(const std::string& name) { return kernels_of(kernel_set_from_string(name)); }
+
+inline Kernels portable_kernels() { return portable::kernels(); }
+
+// The widest set this CPU runs, or the one GLASS_KERNELS names (refused if the CPU lacks it).
 inline Kernels best_kernels() {
-#if defined(__x86_64__)
-    static_assert(avx512::kChunk * kPanel == kScratchFloats);
-    if (cpu_has_avx512())
-        return {"avx512", avx512::matvec, avx512::matmul, avx512::dot_rows, avx512::add_rows,
-                avx512::dequantize_rows,
-                avx512::softmax, avx512::silu_mul, avx512::attention_scores, avx512::attention_mix,
-                avx512::row_max, avx512::exp_shift, cpu_has_vnni() ? avx512::matvec_int8 : portable::matvec_int8,
-                cpu_has_vnni() ? "avx512-vnni" : "portable"};
-#endif
-    return portable_kernels();
+    if (const char* forced = std::getenv("GLASS_KERNELS"); forced != nullptr && *forced != '\0') {
+        try {
+            return kernels_of(forced);
+        } catch (const Error& e) {
+            fail("GLASS_KERNELS=", forced, ": ", e.what());
+        }
+    }
+    return kernels_of(available_kernel_sets().back());
 }
 
 }  // namespace glass::fast

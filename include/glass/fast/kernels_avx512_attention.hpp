@@ -12,7 +12,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "glass/fast/kernel_table.hpp"
 #include "glass/fast/kernels_avx512.hpp"  // GLASS_AVX512, row_masks
+#include "glass/fast/kernels_portable.hpp"
 
 // GCC 12's own intrinsic headers trip -Wmaybe-uninitialized (a known false positive).
 #pragma GCC diagnostic push
@@ -256,6 +258,50 @@ GLASS_AVX512 inline void silu_mul(float* gate, const float* up, int n) {
         const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
         _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, up + i)));
     }
+}
+
+// The probes (benchmark.hpp). The 16 lanes added one by one: _mm512_reduce_add_ps would do, but
+// GCC 12's expansion of it warns falsely here (-Wuninitialized on an intrinsic's "undefined").
+GLASS_AVX512 inline float add_lanes(__m512 v) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, v);
+    float total = 0.0f;
+    for (float x : lanes) total += x;
+    return total;
+}
+// Σ of n floats, 64 at a time (4 independent accumulators, so adding never limits the loop).
+GLASS_AVX512 inline float read_sum(const float* p, std::int64_t n) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (std::int64_t i = 0; i + 64 <= n; i += 64) {
+        s0 = _mm512_add_ps(s0, _mm512_load_ps(p + i));
+        s1 = _mm512_add_ps(s1, _mm512_load_ps(p + i + 16));
+        s2 = _mm512_add_ps(s2, _mm512_load_ps(p + i + 32));
+        s3 = _mm512_add_ps(s3, _mm512_load_ps(p + i + 48));
+    }
+    return add_lanes(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+// 12 independent 16-lane FMA chains (12 > 4-cycle latency × 2 FMA pipes, so the units never wait).
+GLASS_AVX512 inline float fma_chains(std::int64_t iterations, float start) {
+    __m512 acc[kProbeChains];
+    for (int i = 0; i < kProbeChains; ++i) acc[i] = _mm512_set1_ps(start + 0.001f * i);
+    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    for (std::int64_t it = 0; it < iterations; ++it)
+#pragma GCC unroll 12
+        for (int i = 0; i < kProbeChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    __m512 s = acc[0];
+    for (int i = 1; i < kProbeChains; ++i) s = _mm512_add_ps(s, acc[i]);
+    return add_lanes(s);
+}
+
+// The set's table; matvec_int8 is the VNNI loop when the CPU has AVX-512 VNNI, else the plain one.
+inline Kernels kernels(bool vnni) {
+    return {.name = "avx512", .isa = "AVX-512 F/BW/VL/DQ + FMA + F16C",
+            .matvec = matvec, .matmul = matmul, .dot_rows = dot_rows, .add_rows = add_rows,
+            .dequantize_rows = dequantize_rows, .softmax = softmax, .silu_mul = silu_mul,
+            .attention_scores = attention_scores, .attention_mix = attention_mix,
+            .row_max = row_max, .exp_shift = exp_shift,
+            .matvec_int8 = vnni ? matvec_int8 : portable::matvec_int8, .int8_dot = vnni ? "avx512-vnni" : "portable",
+            .read_sum = read_sum, .fma_chains = fma_chains, .fma_lanes = 16};
 }
 
 }  // namespace glass::fast::avx512

@@ -2,14 +2,16 @@
 /// \brief glass/fast/kernels_portable.hpp — the same kernels as kernels_avx512.hpp and
 /// kernels_avx512_attention.hpp, as plain loops.
 /// ```text
-/// Used on CPUs without AVX-512 (and by the tests, to check the AVX-512 versions against).
-/// They read the packed layout through PackedMatrix::at(), so they are slow but obviously right.
+/// The reference for every other set (AVX2, AVX-512, NEON): the tests check each against these,
+/// and a CPU with none of those runs them. They read the packed layout through
+/// PackedMatrix::at(), so they are slow but obviously right.
 /// ```
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
+#include "glass/fast/kernel_table.hpp"
 #include "glass/fast/packed_weights.hpp"
 #include "glass/fast/token_tiles.hpp"
 
@@ -131,6 +133,37 @@ inline float exp_shift(float* x, int n, float shift) {
 
 inline void silu_mul(float* gate, const float* up, int n) {
     for (int i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// The probes: a read-only sum and 12 independent multiply-add chains of 8 lanes, as plain
+// loops (the compiler vectorizes them with whatever the build targets).
+inline float read_sum(const float* p, std::int64_t n) {
+    float s[8] = {};
+    for (std::int64_t i = 0; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) s[j] += p[i + j];
+    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+inline float fma_chains(std::int64_t iterations, float start) {
+    float acc[kProbeChains][8];
+    for (int i = 0; i < kProbeChains; ++i)
+        for (int j = 0; j < 8; ++j) acc[i][j] = start + 0.001f * i + 0.0001f * j;
+    for (std::int64_t it = 0; it < iterations; ++it)
+        for (int i = 0; i < kProbeChains; ++i)
+            for (int j = 0; j < 8; ++j) acc[i][j] = acc[i][j] * 0.999999f + 1e-7f;
+    float s = 0;
+    for (int i = 0; i < kProbeChains; ++i)
+        for (int j = 0; j < 8; ++j) s += acc[i][j];
+    return s;
+}
+
+inline Kernels kernels() {
+    return {.name = "portable", .isa = "plain C++ loops (any CPU)",
+            .matvec = matvec, .matmul = matmul, .dot_rows = dot_rows, .add_rows = add_rows,
+            .dequantize_rows = dequantize_rows, .softmax = softmax, .silu_mul = silu_mul,
+            .attention_scores = attention_scores, .attention_mix = attention_mix,
+            .row_max = row_max, .exp_shift = exp_shift,
+            .matvec_int8 = matvec_int8, .int8_dot = "portable",
+            .read_sum = read_sum, .fma_chains = fma_chains, .fma_lanes = 8};
 }
 
 }  // namespace glass::fast::portable
