@@ -14,14 +14,23 @@
 
 namespace glass {
 
+// The compiler's IEEE binary16 type: _Float16 (GCC/Clang on x86-64; GCC ≥ 13 on AArch64), or
+// __fp16 on AArch64 where GCC 12's C++ lacks _Float16 (the same format; conversions from fp32
+// round to nearest even there too).
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
 inline std::uint16_t fp32_to_fp16(float f) {
-    const _Float16 h = static_cast<_Float16>(f);  // round to nearest even (GCC/Clang on x86-64)
+    const Half h = static_cast<Half>(f);  // round to nearest even
     std::uint16_t bits;
     std::memcpy(&bits, &h, 2);
     return bits;
 }
 inline float fp16_to_fp32(std::uint16_t bits) {
-    _Float16 h;
+    Half h;
     std::memcpy(&h, &bits, 2);
     return static_cast<float>(h);
 }
