@@ -168,6 +168,30 @@ TEST_CASE("export-gguf: metadata llama.cpp needs; q8_0/q4_0 blocks in ggml's lay
     CHECK(!std::filesystem::exists(path));  // refused before anything was written
     CHECK(test::run(test::bin_dir() + "/glass export-gguf --type q5_0 -o " + path).exit_code == 2);
 
+    // f16: every matrix as IEEE halves (half.hpp's rounding), the norm gains in f32. The token
+    // embedding's first 64 weights appear in the file as their halves, and the file is the f32
+    // one less 2 bytes per matrix weight (give or take each tensor's 32-byte padding).
+    {
+        const std::string f32_path = path + ".f32", f16_path = path + ".f16";
+        REQUIRE(test::run(test::bin_dir() + "/glass export-gguf -o " + f32_path).exit_code == 0);
+        REQUIRE(test::run(test::bin_dir() + "/glass export-gguf --type f16 -o " + f16_path).exit_code == 0);
+        std::ifstream in(f16_path, std::ios::binary);
+        const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::string halves;
+        for (int i = 0; i < 64; ++i) {
+            const std::uint16_t h = glass::fp32_to_fp16(test::shipped().token_embedding[i]);
+            halves.append(reinterpret_cast<const char*>(&h), 2);
+        }
+        CHECK(bytes.find(halves) != std::string::npos);
+        // token_embd and output (tensor_count above), and the seven matrices of every layer
+        const double matrix_weights = 2.0 * c.vocab_size * c.dim +
+            double(c.n_layers) * (2.0 * c.dim * c.dim + 2.0 * c.kv_dim() * c.dim + 3.0 * c.hidden_dim * c.dim);
+        const double saved = double(std::filesystem::file_size(f32_path)) - double(bytes.size());
+        CHECK(saved == doctest::Approx(2 * matrix_weights).epsilon(0.01));
+        std::filesystem::remove(f32_path);
+        std::filesystem::remove(f16_path);
+    }
+
     std::vector<float> w(2 * 64);
     for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37f * float(i)) * (1.0f + float(i % 7));
     for (const glass::QuantFormat format : {glass::QuantFormat::q8_0, glass::QuantFormat::q4_0}) {

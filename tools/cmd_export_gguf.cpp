@@ -13,10 +13,12 @@ int cmd_export_gguf(int argc, char** argv) {
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     if (!flags.has("-o")) throw UsageError("glass export-gguf needs an output file: -o FILE.gguf");
     const std::string type_name = flags.get("--type", "f32");
-    if (type_name != "f32" && type_name != "q8_0" && type_name != "q4_0")
-        throw UsageError("--type must be f32, q8_0 or q4_0, got '" + type_name + "'");
-    const auto type = type_name == "f32" ? glass::GgufTensorType::f32
-                      : type_name == "q8_0" ? glass::GgufTensorType::q8_0 : glass::GgufTensorType::q4_0;
+    if (type_name != "f32" && type_name != "f16" && type_name != "q8_0" && type_name != "q4_0")
+        throw UsageError("--type must be f32, f16, q8_0 or q4_0, got '" + type_name + "'");
+    const auto type = type_name == "f32"    ? glass::GgufTensorType::f32
+                      : type_name == "f16"  ? glass::GgufTensorType::f16
+                      : type_name == "q8_0" ? glass::GgufTensorType::q8_0
+                                            : glass::GgufTensorType::q4_0;
     const std::string model_path = flags.get("-m", kDefaultModel), out = flags.get("-o", "");
     const glass::Model model = glass::load_llama2c_checkpoint(model_path);
     glass::write_gguf(model, type, out);

@@ -15,7 +15,7 @@
 //   glass serve [-m MODEL] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY] [--threads N] ...
 //   glass loadgen --url URL [--clients C] [--requests N] [--stream] [--json] ...
 //   glass random-model --shape NAME -o FILE [--seed S]
-//   glass export-gguf [-m MODEL] [--type f32|q8_0|q4_0] -o FILE.gguf
+//   glass export-gguf [-m MODEL] [--type f32|f16|q8_0|q4_0] -o FILE.gguf
 //   glass --help | glass COMMAND --help | glass --version
 //
 // Every command's usage text lives in the table below; `glass COMMAND --help` (or -h) prints its
@@ -176,7 +176,7 @@ const Command kCommands[] = {
      "  glass random-model --shape stories15M|stories110M|tinyllama1b -o FILE [--seed S]\n"
      "      A llama2.c checkpoint of that shape with random weights (for benchmarks).\n"},
     {"export-gguf", cli::cmd_export_gguf,
-     "  glass export-gguf [-m MODEL] [--type f32|q8_0|q4_0] -o FILE.gguf\n"
+     "  glass export-gguf [-m MODEL] [--type f32|f16|q8_0|q4_0] -o FILE.gguf\n"
      "      The model as a GGUF file llama.cpp loads (architecture \"llama\", a placeholder\n"
      "      vocabulary: token ids go in and out unchanged); q8_0 / q4_0 hold glass's own\n"
      "      integers and scales (rows must be a multiple of 32 long). Default type f32.\n"},

@@ -27,8 +27,13 @@ for (let r = -1; r < runs; ++r) {  // run -1 warms up (pages of the mapped file,
   }
   await ctx.dispose();
 }
+// The CPU libraries ggml could pick from (scripts/llama-cpp-compare leaves one for LLAMA_CPU_VARIANT).
+const bins = new URL("./node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/", import.meta.url);
+const cpuLibraries = fs.existsSync(bins) ? fs.readdirSync(bins).filter((f) => /^libggml-cpu-.*\.so$/.test(f))
+                                              .map((f) => f.slice(12, -3)) : [];
 const release = JSON.parse(fs.readFileSync(new URL("./node_modules/node-llama-cpp/llama/llama.cpp.info.json", import.meta.url))).tag;
 console.log(JSON.stringify({engine: `llama.cpp ${release} (node-llama-cpp ${pkg("node-llama-cpp").version}, prebuilt CPU binaries)`,
+  cpu_library: cpuLibraries.length === 1 ? cpuLibraries[0] : "its pick of " + cpuLibraries.length,
   model, threads: nThreads, prompt_len: promptLen, gen, runs,
   prefill_tokens_per_s: median(prefill), prefill_range: [Math.min(...prefill), Math.max(...prefill)],
   decode_tokens_per_s: median(decode), decode_range: [Math.min(...decode), Math.max(...decode)]}));

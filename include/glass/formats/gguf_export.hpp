@@ -2,7 +2,7 @@
 /// \brief glass/formats/gguf_export.hpp — writing a model as a GGUF file llama.cpp loads, so that
 /// llama.cpp can run the very weights glass runs (scripts/llama-cpp-compare).
 /// ```text
-/// In:  a glass::Model (llama2.c's layout), a tensor type (f32, q8_0, q4_0) and a path.
+/// In:  a glass::Model (llama2.c's layout), a tensor type (f32, f16, q8_0, q4_0) and a path.
 /// Out: a GGUF v3 file (layout in gguf.hpp): metadata for llama.cpp's "llama" architecture and a
 ///      placeholder SentencePiece vocabulary (<unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>,
 ///      then "▁t259", ...: speed does not depend on it, and token ids go in and out as they are),
@@ -34,7 +34,7 @@
 
 namespace glass {
 
-enum class GgufTensorType : std::uint32_t { f32 = 0, q4_0 = 2, q8_0 = 8 };  // ggml's type ids
+enum class GgufTensorType : std::uint32_t { f32 = 0, f16 = 1, q4_0 = 2, q8_0 = 8 };  // ggml's type ids
 
 /// One row of W (`cols` floats, a multiple of 32) in ggml's q8_0 / q4_0 blocks, from quantize().
 inline std::vector<std::uint8_t> ggml_quantized_rows(const float* w, int rows, int cols, QuantFormat f) {
@@ -114,12 +114,13 @@ inline void write_gguf(const Model& model, GgufTensorType type, const std::strin
 
     auto tensor_type = [&](const Tensor& t) { return t.matrix ? type : GgufTensorType::f32; };
     for (const Tensor& t : tensors)  // before a byte is written
-        if (tensor_type(t) != GgufTensorType::f32 && t.cols % kQuantBlock != 0)
+        if ((tensor_type(t) == GgufTensorType::q8_0 || tensor_type(t) == GgufTensorType::q4_0) && t.cols % kQuantBlock != 0)
             fail("GGUF export: ", t.name, " has rows of ", t.cols, " numbers; ggml's q8_0/q4_0 need a multiple of 32");
     auto tensor_bytes = [&](const Tensor& t) -> std::int64_t {
         const std::int64_t n = t.rows * t.cols;
         switch (tensor_type(t)) {
             case GgufTensorType::f32: return n * 4;
+            case GgufTensorType::f16: return n * 2;
             case GgufTensorType::q8_0: return n / kQuantBlock * quant_block_bytes(QuantFormat::q8_0);
             case GgufTensorType::q4_0: return n / kQuantBlock * quant_block_bytes(QuantFormat::q4_0);
         }
@@ -180,6 +181,12 @@ inline void write_gguf(const Model& model, GgufTensorType type, const std::strin
         if (tensor_type(t) == GgufTensorType::f32) {
             bytes.resize(static_cast<std::size_t>(t.rows * t.cols) * 4);
             std::memcpy(bytes.data(), t.data, bytes.size());
+        } else if (tensor_type(t) == GgufTensorType::f16) {  // IEEE half, round to nearest (half.hpp)
+            bytes.resize(static_cast<std::size_t>(t.rows * t.cols) * 2);
+            for (std::int64_t i = 0; i < t.rows * t.cols; ++i) {
+                const std::uint16_t h = fp32_to_fp16(t.data[i]);
+                std::memcpy(bytes.data() + 2 * i, &h, 2);
+            }
         } else {
             bytes = ggml_quantized_rows(t.data, static_cast<int>(t.rows), static_cast<int>(t.cols),
                                         type == GgufTensorType::q8_0 ? QuantFormat::q8_0 : QuantFormat::q4_0);
