@@ -102,42 +102,23 @@ GLASS_AVX2 inline void widen_bytes(__m256i v, __m256 w[4]) {
 // Decode: y[r] (+)= Σ_k W(r,k) · x[k] for the rows of panels [p0, p1).
 // Per input k: broadcast x[k], load the panel's 32 weights (4 registers), 4 FMAs. Two k's in
 // flight give 8 independent accumulators (2 pipes × 4-cycle latency).
-GLASS_AVX2 inline void matvec_fp32(const float* pw, int cols, const float* x, __m256 acc[4]) {
+// fp32, fp16 and bf16 panels: `row8(k, q)` gives input k's weights for rows 8q .. 8q+7 in fp32.
+template <typename Row8>
+GLASS_AVX2 inline void matvec_widened(Row8 row8, int cols, const float* x, __m256 acc[4]) {
     __m256 odd[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     int k = 0;
     for (; k + 2 <= cols; k += 2) {
         const __m256 x0 = _mm256_set1_ps(x[k]), x1 = _mm256_set1_ps(x[k + 1]);
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) {
-            acc[q] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pw + k * 32 + 8 * q), acc[q]);
-            odd[q] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(pw + k * 32 + 32 + 8 * q), odd[q]);
+            acc[q] = _mm256_fmadd_ps(x0, row8(k, q), acc[q]);
+            odd[q] = _mm256_fmadd_ps(x1, row8(k + 1, q), odd[q]);
         }
     }
     if (k < cols) {
         const __m256 x0 = _mm256_set1_ps(x[k]);
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) acc[q] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pw + k * 32 + 8 * q), acc[q]);
-    }
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) acc[q] = _mm256_add_ps(acc[q], odd[q]);
-}
-
-GLASS_AVX2 inline void matvec_half(const std::uint16_t* ph, bool is_fp16, int cols, const float* x, __m256 acc[4]) {
-    auto widen = [is_fp16](const std::uint16_t* h) GLASS_AVX2 { return is_fp16 ? widen_fp16(h) : widen_bf16(h); };
-    __m256 odd[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int k = 0;
-    for (; k + 2 <= cols; k += 2) {
-        const __m256 x0 = _mm256_set1_ps(x[k]), x1 = _mm256_set1_ps(x[k + 1]);
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) {
-            acc[q] = _mm256_fmadd_ps(x0, widen(ph + k * 32 + 8 * q), acc[q]);
-            odd[q] = _mm256_fmadd_ps(x1, widen(ph + k * 32 + 32 + 8 * q), odd[q]);
-        }
-    }
-    if (k < cols) {
-        const __m256 x0 = _mm256_set1_ps(x[k]);
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) acc[q] = _mm256_fmadd_ps(x0, widen(ph + k * 32 + 8 * q), acc[q]);
+        for (int q = 0; q < 4; ++q) acc[q] = _mm256_fmadd_ps(x0, row8(k, q), acc[q]);
     }
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) acc[q] = _mm256_add_ps(acc[q], odd[q]);
@@ -177,10 +158,14 @@ GLASS_AVX2 inline void matvec(const PackedMatrix& w, const float* x, float* y, i
     for (int p = p0; p < p1; ++p) {
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         const unsigned char* panel = w.panel(p);
+        const auto* pw = reinterpret_cast<const float*>(panel);
+        const auto* ph = reinterpret_cast<const std::uint16_t*>(panel);
         if (w.type == WeightType::fp32)
-            matvec_fp32(reinterpret_cast<const float*>(panel), w.cols, x, acc);
-        else if (w.type == WeightType::fp16 || w.type == WeightType::bf16)
-            matvec_half(reinterpret_cast<const std::uint16_t*>(panel), w.type == WeightType::fp16, w.cols, x, acc);
+            matvec_widened([pw](int k, int q) GLASS_AVX2 { return _mm256_loadu_ps(pw + k * 32 + 8 * q); }, w.cols, x, acc);
+        else if (w.type == WeightType::fp16)
+            matvec_widened([ph](int k, int q) GLASS_AVX2 { return widen_fp16(ph + k * 32 + 8 * q); }, w.cols, x, acc);
+        else if (w.type == WeightType::bf16)
+            matvec_widened([ph](int k, int q) GLASS_AVX2 { return widen_bf16(ph + k * 32 + 8 * q); }, w.cols, x, acc);
         else
             matvec_quantized(panel, w.type == WeightType::q4_0, w.cols, x, acc);
         store_panel(y + p * kPanel, w.rows - p * kPanel, acc, accumulate);
@@ -288,13 +273,22 @@ GLASS_AVX2 inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, f
 // x, 2M FMAs, so each loaded weight is used M times from a register. (The AVX-512 set's 12 × 32
 // tile would need 48 registers here.) A packed token tile (≤ 12 tokens, [kc][m]) is cut into
 // sub-tiles of ≤ 6 tokens that read it with stride m.
+//
+// `next`, `next_bytes`: the weights the following chunk will read, asked into L2 (two cache lines
+// per k) by the chunk's first sub-tile while it computes, as in the AVX-512 set: at a batch of a
+// few rows the product needs ~8 FLOPs per byte of weights, near what memory delivers, so the next
+// chunk's fetch must overlap this chunk's arithmetic rather than follow it.
 template <int M>
 GLASS_AVX2 inline void matmul_tile(const float* x, int m, const float* chunk, int kc, float* y, long ldy, int valid,
-                                   bool accumulate) {
+                                   bool accumulate, const char* next, long next_bytes) {
     __m256 lo[M], hi[M];
 #pragma GCC unroll 6
     for (int t = 0; t < M; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
     for (int k = 0; k < kc; ++k) {
+        if (long{k} * 128 < next_bytes) {
+            _mm_prefetch(next + long{k} * 128, _MM_HINT_T1);
+            _mm_prefetch(next + long{k} * 128 + 64, _MM_HINT_T1);
+        }
         const __m256 w_lo = _mm256_load_ps(chunk + k * 32);
         const __m256 w_hi = _mm256_load_ps(chunk + k * 32 + 8);
 #pragma GCC unroll 6
@@ -312,14 +306,15 @@ GLASS_AVX2 inline void matmul_tile(const float* x, int m, const float* chunk, in
 }
 
 GLASS_AVX2 inline void matmul_subtile(int tokens, const float* x, int m, const float* chunk, int kc, float* y,
-                                      long ldy, int valid, bool accumulate) {
+                                      long ldy, int valid, bool accumulate, const char* next = nullptr,
+                                      long next_bytes = 0) {
     switch (tokens) {
-        case 6: matmul_tile<6>(x, m, chunk, kc, y, ldy, valid, accumulate); break;
-        case 5: matmul_tile<5>(x, m, chunk, kc, y, ldy, valid, accumulate); break;
-        case 4: matmul_tile<4>(x, m, chunk, kc, y, ldy, valid, accumulate); break;
-        case 3: matmul_tile<3>(x, m, chunk, kc, y, ldy, valid, accumulate); break;
-        case 2: matmul_tile<2>(x, m, chunk, kc, y, ldy, valid, accumulate); break;
-        default: matmul_tile<1>(x, m, chunk, kc, y, ldy, valid, accumulate); break;
+        case 6: matmul_tile<6>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
+        case 5: matmul_tile<5>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
+        case 4: matmul_tile<4>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
+        case 3: matmul_tile<3>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
+        case 2: matmul_tile<2>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
+        default: matmul_tile<1>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
     }
 }
 
@@ -364,16 +359,21 @@ GLASS_AVX2 inline void matmul(const PackedMatrix& w, const float* xp, int n, flo
             else
                 unpack_chunk(w, p, k0, kc, scratch);
             const bool add = accumulate || k0 > 0;  // after the first chunk, add to what is in y
+            const NextChunk next = next_chunk(w, p, p1, k0, kc, kChunk);  // fetched by the first sub-tile
             for (int i = 0; i < token_tiles(n); ++i) {
                 const TokenTile tile = token_tile(n, i);
                 const int m = tile.t1 - tile.t0;
                 const float* xt = xp + std::int64_t{tile.t0} * w.cols + std::int64_t{k0} * m;  // [kc][m]
                 const int first = m <= kSubTile ? m : m / 2;  // 12 → 6 + 6, 11 → 5 + 6, 7 → 3 + 4
+                // Only a tile of 4 or more rows has the arithmetic to hide the fetch behind.
+                const bool fetch_next = i == 0 && m >= 4;
                 for (int half = 0; half < 2; ++half) {       // rows 0..15, then 16..31
                     float* yt = y + tile.t0 * ldy + p * kPanel + 16 * half;
                     const int rows = valid - 16 * half;
                     if (rows <= 0) break;
-                    matmul_subtile(first, xt, m, chunk + 16 * half, kc, yt, ldy, rows, add);
+                    const bool fetch = fetch_next && half == 0;
+                    matmul_subtile(first, xt, m, chunk + 16 * half, kc, yt, ldy, rows, add, fetch ? next.at : nullptr,
+                                   fetch ? next.bytes : 0);
                     if (first < m)
                         matmul_subtile(m - first, xt + first, m, chunk + 16 * half, kc, yt + first * ldy, ldy, rows, add);
                 }

@@ -324,15 +324,8 @@ GLASS_AVX512 inline void matmul(const PackedMatrix& w, const float* xp, int n, f
                 unpack_chunk(w, p, k0, kc, scratch);
             // After the first chunk, add to what the earlier chunks left in y.
             const bool add = accumulate || k0 > 0;
-            // The next chunk's weights (this panel's next inputs, or the next panel's first),
-            // fetched into L2 by the first tile (fp32 only: the others are unpacked first).
-            const char* next = nullptr;
-            long next_bytes = 0;
-            if (w.type == WeightType::fp32 && (k0 + kc < w.cols || p + 1 < p1)) {
-                const int np = k0 + kc < w.cols ? p : p + 1, nk = k0 + kc < w.cols ? k0 + kc : 0;
-                next = reinterpret_cast<const char*>(w.panel(np)) + std::int64_t{nk} * 32 * 4;
-                next_bytes = long{std::min(kChunk, w.cols - nk)} * 32 * 4;
-            }
+            // The next chunk's weights, fetched into L2 by the first tile.
+            const NextChunk next = next_chunk(w, p, p1, k0, kc, kChunk);
             for (int i = 0; i < token_tiles(n); ++i) {
                 const TokenTile tile = token_tile(n, i);
                 const float* xt = xp + std::int64_t{tile.t0} * w.cols + std::int64_t{k0} * (tile.t1 - tile.t0);
@@ -340,8 +333,8 @@ GLASS_AVX512 inline void matmul(const PackedMatrix& w, const float* xp, int n, f
                 // Only a tile of 4 or more rows has the compute to hide the fetch behind; for
                 // one row (decode alone) the extra instructions only compete with its loads.
                 const bool fetch_next = i == 0 && tile.t1 - tile.t0 >= 4;
-                const char* pf = fetch_next ? next : nullptr;
-                const long pb = fetch_next ? next_bytes : 0;
+                const char* pf = fetch_next ? next.at : nullptr;
+                const long pb = fetch_next ? next.bytes : 0;
                 switch (tile.t1 - tile.t0) {
                     case 12: matmul_tile<12>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;
                     case 11: matmul_tile<11>(xt, chunk, kc, yt, ldy, masks, add, pf, pb); break;

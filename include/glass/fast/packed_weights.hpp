@@ -159,6 +159,22 @@ struct PackedMatrix {
     }
 };
 
+// Prefill products walk a panel in chunks of inputs [k0, k0 + kc). The fp32 weights the chunk
+// after that one reads (this panel's next inputs, or panel p + 1's first if p + 1 < p1), for the
+// kernels to ask into L2 while the current chunk computes; none for other types (unpacked to
+// fp32 first) or after the last chunk.
+struct NextChunk {
+    const char* at = nullptr;
+    long bytes = 0;
+};
+inline NextChunk next_chunk(const PackedMatrix& w, int p, int p1, int k0, int kc, int chunk_inputs) {
+    if (w.type != WeightType::fp32 || (k0 + kc >= w.cols && p + 1 >= p1)) return {};
+    const bool same_panel = k0 + kc < w.cols;
+    const int np = same_panel ? p : p + 1, nk = same_panel ? k0 + kc : 0;
+    return {reinterpret_cast<const char*>(w.panel(np)) + std::int64_t{nk} * kPanel * 4,
+            long{std::min(chunk_inputs, w.cols - nk)} * kPanel * 4};
+}
+
 // Bytes pack_matrix will write for a [rows, cols] matrix of this type.
 inline std::int64_t packed_bytes(int rows, int cols, WeightType type) {
     PackedMatrix m;
