@@ -73,8 +73,10 @@ if [ ! -s "$out/doctest_main.o" ]; then
   "$cxx" "${flags[@]}" -c -o "$out/doctest_main.o.tmp" "$root/tests/doctest_main.cpp" &&
     mv "$out/doctest_main.o.tmp" "$out/doctest_main.o" &
 fi
-# The test: rebuilt when any header or test source is newer than it (cross-compiling takes ~1 min).
-if [ ! -x "$binary" ] || [ -n "$(find "$root/include/glass" "$here" -newer "$binary" -name '*.[hc]pp' | head -n 1)" ]; then
+# The test: rebuilt when any header or test source (tests/kernel_checks.hpp too) is newer than it
+# (cross-compiling takes ~1 min).
+if [ ! -x "$binary" ] || [ -n "$(find "$root/include/glass" "$here" "$root/tests/kernel_checks.hpp" -newer "$binary" \
+                               -name '*.[hc]pp' | head -n 1)" ]; then
   echo "cross-compiling $binary"
   start=$SECONDS
   "$cxx" "${flags[@]}" -DGLASS_MODELS_DIR="\"$root/models\"" \
