@@ -2,11 +2,11 @@
 // turns that growing cost into a constant one (C16), measured and drawn as a chart.
 //
 // In:  a model with stories15M's shape and random weights (--shape stories110M: the issue's
-//      setting), served by the fast CPU path; a chat of --turns turns (default 8). Turn t sends
-//      BOS, every earlier user message and reply, then --user new random tokens (default 32), and
-//      gets a --reply-token answer (default 16, greedy) that joins the history. Blocks of
-//      --block-size positions (default 16); a budget of one context window per step, so every
-//      prompt is computed in one pass.
+//      setting; --shape stories260K: the shipped model's, seconds on any CPU), served by the fast
+//      CPU path; a chat of --turns turns (default 8). Turn t sends BOS, every earlier user message
+//      and reply, then --user new random tokens (default 32), and gets a --reply-token answer
+//      (default 16, greedy) that joins the history. Blocks of --block-size positions (default 16);
+//      a budget of one context window per step, so every prompt is computed in one pass.
 // Out: per turn, the prompt's tokens, how many of them the prefix cache served (cache on), how many
 //      were computed, TTFT with the cache off and on, and on / off; issue 12's target (last turn:
 //      on <= 1/4 of off) and whether it held this time; an SVG of TTFT per turn.
@@ -21,8 +21,8 @@
 //
 // Timings change from run to run and machine to machine; the token counts do not.
 //
-// Usage: 17_prefix_cache_chat [--shape stories15M|stories110M] [--threads N] [--turns N] [--user N]
-//                             [--reply N] [--block-size N] [chart.svg]
+// Usage: 17_prefix_cache_chat [--shape stories260K|stories15M|stories110M] [--threads N] [--turns N]
+//                             [--user N] [--reply N] [--block-size N] [chart.svg]
 //   --threads     threads of the fast path, 1..64 (default 2)
 //   --turns       turns of the chat, 1..64 (default 8)
 //   --user        new user tokens per turn, 1..4096 (default 32)
@@ -65,7 +65,7 @@ static int run(int argc, char** argv) {
     if (chat_tokens > 8192)
         glass::fail("a chat of ", turns, " turns x (", user, " + ", reply, ") tokens + BOS = ", chat_tokens,
                     " tokens; at most 8192");
-    const glass::ModelConfig shape = glass::fast::shape_config(common.shape);
+    const glass::ModelConfig shape = serving::shape_config(common.shape);
     const glass::ModelConfig c = serving::shape_with_context(common.shape, chat_tokens);
     const int last_prompt = 1 + turns * user + (turns - 1) * reply;
 

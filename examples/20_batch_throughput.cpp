@@ -2,9 +2,10 @@
 // decode throughput grows with the batch until compute limits it (C20), measured and drawn.
 //
 // In:  a model with stories15M's shape and random weights (--shape stories110M: the issue's
-//      setting), served by the fast CPU path on --threads threads (default 2); for each batch size
-//      B = 1, 2, 4, ... up to --max-batch (default 64): B requests with 16-token prompts are
-//      prefilled, then --steps decode steps (default 8) in which all B decode are timed.
+//      setting; --shape stories260K: the shipped model's), served by the fast CPU path on --threads
+//      threads (default 2); for each batch size B = 1, 2, 4, ... up to --max-batch (default 64): B
+//      requests with --prompt-len-token prompts (default 16) are prefilled, then --steps decode
+//      steps (default 8) in which all B decode are timed.
 // Out: the weight bytes one step reads and the FLOPs of one decoded token; this machine's FMA peak
 //      with the same threads, measured now; per batch size the step time, decode tokens/s, the
 //      ratio to batch 1, the FLOP/s that makes and its share of the FMA peak; the batch whose
@@ -22,11 +23,13 @@
 //
 // Timings change from run to run and machine to machine; the batch sizes and FLOP counts do not.
 //
-// Usage: 20_batch_throughput [--shape stories15M|stories110M] [--threads N] [--max-batch N] [--steps N]
-//                            [chart.svg]
+// Usage: 20_batch_throughput [--shape stories260K|stories15M|stories110M] [--threads N] [--max-batch N]
+//                            [--steps N] [--prompt-len N] [chart.svg]
 //   --threads    threads of the fast path and of the FMA probe, 1..64 (default 2)
 //   --max-batch  the largest batch, 1..256 (default 64); the batches are the powers of 2 up to it
 //   --steps      timed decode steps per batch size, 1..1000 (default 8)
+//   --prompt-len tokens of each request's prompt, 1..256 (default 16). The prefills are not timed
+//                but are most of the work: --prompt-len 1 --steps 2 takes seconds on any CPU.
 //   chart.svg    default: batch_throughput.svg beside this program, i.e. build/bin/batch_throughput.svg
 #include <cstdio>
 #include <string>
@@ -46,7 +49,7 @@
 static int run(int argc, char** argv) {
     serving::Common common;
     common.svg_path = svg::default_path("batch_throughput.svg");
-    int max_batch = 64, steps = 8;
+    int max_batch = 64, steps = 8, prompt_len = 16;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         const bool flag = a.rfind("--", 0) == 0;
@@ -54,10 +57,10 @@ static int run(int argc, char** argv) {
         if (flag && i + 1 >= argc) glass::fail("'", a, "' needs a value");
         if (a == "--max-batch") max_batch = example::int_arg(argv[++i], "max batch", 1, 256);
         else if (a == "--steps") steps = example::int_arg(argv[++i], "steps", 1, 1000);
+        else if (a == "--prompt-len") prompt_len = example::int_arg(argv[++i], "prompt length", 1, 256);
         else if (flag) glass::fail("unknown option '", a, "'");
         else common.svg_path = a;
     }
-    const int prompt_len = 16;  // measure_decode_batch's default
     // A request holds its prompt, one warm-up token and the timed ones (measure_decode_batch).
     const glass::ModelConfig c = serving::shape_with_context(common.shape, prompt_len + steps + 2);
 
@@ -75,10 +78,9 @@ static int run(int argc, char** argv) {
     std::printf("FLOPs per decoded token: %.0f\n", flops_per_token);
     std::printf("engine: fast CPU path, %d threads; each request: a %d-token prompt, then %d timed decode steps\n",
                 common.threads, prompt_len, steps);
-    const double peak = glass::fast::fma_peak_probe(common.threads).median;  // FLOP/s; 0 without AVX-512
+    // FLOP/s of the FMAs of the kernel set the fast path runs here (glass/fast/kernels.hpp)
+    const double peak = glass::fast::fma_peak_probe(common.threads).median;
     std::printf("FMA peak GFLOP/s (%d threads, median of 7 passes): %.1f\n", common.threads, peak / 1e9);
-    if (peak <= 0)  // (on stderr: the walkthrough's shown output stays the same on every machine)
-        std::fprintf(stderr, "note: no AVX-512 here, and the FMA probe measures AVX-512 FMAs only\n");
 
     std::printf("\ncolumns: step ms | decode tokens/s | x batch 1 | GFLOP/s | %% of FMA peak\n");
     serving::BarChart chart;

@@ -2,9 +2,10 @@
 // shape with random weights for the fast paged backend, their common arguments, and a bar chart.
 //
 // Not part of the journey. Speed depends on a model's shape, not on what its weights say, so these
-// examples build stories15M's or stories110M's shape in memory with random weights
-// (glass/fast/random_model.hpp) and serve it with the fast CPU path (glass/fast/fast_paged_backend.hpp);
-// glass::serve::NumberTokenizer stands in for a vocabulary.
+// examples build stories15M's or stories110M's shape (or the shipped stories260K's, which runs in
+// seconds on any kernel set) in memory with random weights (glass/fast/random_model.hpp) and serve
+// it with the fast CPU path (glass/fast/fast_paged_backend.hpp); glass::serve::NumberTokenizer
+// stands in for a vocabulary.
 #pragma once
 
 #include <algorithm>
@@ -43,15 +44,33 @@ inline bool common_arg(Common& c, int argc, char** argv, int& i) {
     if (a == "--threads") {
         c.threads = example::int_arg(v.c_str(), "threads", 1, 64);
     } else {
-        if (v != "stories15M" && v != "stories110M") glass::fail("shape '", v, "' is not stories15M or stories110M");
+        if (v != "stories260K" && v != "stories15M" && v != "stories110M")
+            glass::fail("shape '", v, "' is not stories260K, stories15M or stories110M");
         c.shape = v;
     }
     return true;
 }
 
+// A named shape: glass::fast::shape_config's, or stories260K, the shipped model's (its file's
+// header: dim 64, hidden 172, 5 layers, 8 heads sharing 4 KV heads, vocab 512, context 512), small
+// enough that a walkthrough's run takes seconds even on the plain loops (GLASS_KERNELS=portable).
+inline glass::ModelConfig shape_config(const std::string& shape) {
+    if (shape != "stories260K") return glass::fast::shape_config(shape);
+    glass::ModelConfig c;
+    c.dim = 64;
+    c.hidden_dim = 172;
+    c.n_layers = 5;
+    c.n_heads = 8;
+    c.n_kv_heads = 4;
+    c.vocab_size = 512;
+    c.seq_len = 512;
+    c.shared_classifier = true;
+    return c;
+}
+
 // The named shape with its context window raised to at least `min_context` positions.
 inline glass::ModelConfig shape_with_context(const std::string& shape, int min_context) {
-    glass::ModelConfig c = glass::fast::shape_config(shape);
+    glass::ModelConfig c = shape_config(shape);
     c.seq_len = std::max(c.seq_len, min_context);
     return c;
 }

@@ -39,6 +39,15 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using Ms = std::chrono::milliseconds;
 
+// How long a test waits for what must happen (the server's first line, a stream's first or last
+// event, an answer, a process's exit) before it fails. A hang guard, not a speed check: what is
+// awaited takes well under a second with the AVX-512 or AVX2 kernels, but can take tens of seconds
+// with the plain-loop kernels (GLASS_KERNELS=portable) on a busy 2-core machine under ctest -j2;
+// only a hang comes near two minutes. Tests bound their work by token counts instead.
+inline constexpr Ms kHangGuard{120000};
+// The same in whole seconds: curl's --max-time, glass serve's --shutdown-timeout.
+inline std::string hang_guard_seconds() { return std::to_string(kHangGuard.count() / 1000); }
+
 inline bool no_curl() {
     static const bool missing = std::system("command -v curl >/dev/null 2>&1") != 0;
     return missing;
@@ -120,9 +129,9 @@ public:
         pid_ = spawn(args, fds[1], log_path_);
         ::close(fds[1]);
         stdout_ = fds[0];
-        // Its first line on stdout names the port; 60 s at most (a --shape model is made first).
+        // Its first line on stdout names the port (a --shape model is made first).
         std::string line;
-        const Clock::time_point deadline = Clock::now() + Ms(60000);
+        const Clock::time_point deadline = Clock::now() + kHangGuard;
         while (line.find('\n') == std::string::npos && Clock::now() < deadline) {
             pollfd p{stdout_, POLLIN, 0};
             if (::poll(&p, 1, 100) <= 0) continue;
@@ -189,7 +198,8 @@ struct Reply {
 inline Reply http(const std::string& url, const std::optional<std::string>& body = std::nullopt,
                   const std::vector<std::string>& extra = {}) {
     const std::string base = new_path("req");
-    std::string cmd = "curl -sS -N --max-time 20 -D " + test::sh(base + ".h") + " -o " + test::sh(base + ".b") + " -w '%{http_code}'";
+    std::string cmd = "curl -sS -N --max-time " + hang_guard_seconds() + " -D " + test::sh(base + ".h") + " -o " +
+                      test::sh(base + ".b") + " -w '%{http_code}'";
     if (body) {
         write_file(base + ".in", *body);
         cmd += " -H 'Content-Type: application/json' --data-binary @";
@@ -259,14 +269,14 @@ inline Sse parse_sse(const std::string& raw, bool chat) {
     return s;
 }
 
-// A random-weight model with tok512's vocabulary (so real prompts work), 8 layers of width 384,
-// a context of `seq_len`: a few ms per token, slow enough that a request is surely still running
-// while a test looks. Written to work_dir()/NAME.bin.
-inline std::string write_wide_model(const std::string& name, int seq_len, std::uint64_t seed) {
+// A random-weight model with tok512's vocabulary (so real prompts work), `layers` layers of width
+// 384 (default 8), a context of `seq_len`: a few ms per token, slow enough that a request is surely
+// still running while a test looks. Written to work_dir()/NAME.bin.
+inline std::string write_wide_model(const std::string& name, int seq_len, std::uint64_t seed, int layers = 8) {
     glass::ModelConfig c;
     c.dim = 384;
     c.hidden_dim = 1024;
-    c.n_layers = 8;
+    c.n_layers = layers;
     c.n_heads = 6;
     c.n_kv_heads = 6;
     c.vocab_size = 512;

@@ -301,9 +301,9 @@ TEST_CASE("metrics: a stream that hangs up is cancelled and its blocks come back
     REQUIRE(shared_blocks >= 2);
     const json long_request = {{"prompt", prompt}, {"max_tokens", 400}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}};
     RawClient a(server.port(), "/v1/completions", long_request.dump());
-    REQUIRE_MESSAGE(a.read_until("data: ", Ms(15000)), "the first stream did not start");
+    REQUIRE_MESSAGE(a.read_until("data: ", kHangGuard), "the first stream did not start");
     RawClient b(server.port(), "/v1/completions", long_request.dump());
-    REQUIRE_MESSAGE(b.read_until("data: ", Ms(15000)), "the second stream did not start");
+    REQUIRE_MESSAGE(b.read_until("data: ", kHangGuard), "the second stream did not start");
 
     // While both run: each holds its blocks; the shared prefix blocks have ref count 2 and both owners.
     const json state = engine_state(server);
@@ -345,7 +345,7 @@ TEST_CASE("metrics: a stream that hangs up is cancelled and its blocks come back
             after = get_metrics(server);
             return after.at("glass_kv_blocks_used") == idle.at("glass_kv_blocks_used") && after.at(requests_key("cancelled")) == 2;
         },
-        Ms(15000));
+        kHangGuard);
     CHECK_MESSAGE(back, "blocks used " << after.at("glass_kv_blocks_used") << ", cancelled " << after.at(requests_key("cancelled")));
     CHECK(after.at(requests_key("rejected")) == 1);
     CHECK(after.at(requests_key("stop")) + after.at(requests_key("length")) == 0);

@@ -42,7 +42,9 @@ key="page-test-key"
 "$glass" serve --port 0 --api-key "$key" --block-size 16 --threads 1 >"$out/server.out" 2>"$out/server.log" &
 server_pid=$!
 port=""
-for _ in $(seq 1 200); do  # 20 s at most
+# 60 s at most: a hang guard, not a speed check (starting takes well under a second, but the
+# machine may be busy with other tests); the same for the second server and the streams below.
+for _ in $(seq 1 600); do
   port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$out/server.out")
   [ -n "$port" ] && break
   sleep 0.1
@@ -100,7 +102,7 @@ kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null
 "$glass" serve --port 0 --shape stories15M --context 2048 --block-size 16 --threads 1 >"$out/server2.out" 2>"$out/server2.log" &
 server_pid=$!
 port=""
-for _ in $(seq 1 300); do
+for _ in $(seq 1 600); do
   port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$out/server2.out")
   [ -n "$port" ] && break
   sleep 0.1
@@ -114,7 +116,7 @@ for i in 1 2 3; do
     --data-binary "{\"prompt\": [1,$prompt,$i], \"max_tokens\": 1990, \"ignore_eos\": true, \"temperature\": 0, \"stream\": true}" \
     "$base/v1/completions" 2>/dev/null &
   clients+=($!)
-  for _ in $(seq 1 200); do grep -q 'data: ' "$out/stream$i.txt" 2>/dev/null && break; sleep 0.05; done
+  for _ in $(seq 1 1200); do grep -q 'data: ' "$out/stream$i.txt" 2>/dev/null && break; sleep 0.05; done
 done
 live_url="$base/"
 run_browser --dump-dom "$live_url" >"$out/dom_in_flight.html" || fail "chromium could not load the page in flight"
