@@ -20,6 +20,9 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "glass/errors.hpp"
 #include "glass/fast/kernel_table.hpp"
@@ -34,14 +37,25 @@
 namespace glass::fast {
 
 // ---- What this CPU has ----------------------------------------------------------------------
+#if defined(__x86_64__)
+// Bit `bit` of CPUID leaf `leaf` (subleaf `sub`), register `reg` (0..3 = eax, ebx, ecx, edx). For
+// the two features not every compiler's __builtin_cpu_supports knows (clang 16: f16c, avxvnni);
+// both are usable only where AVX is, which the avx2 check (OS support included) already demands.
+inline bool cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit) {
+    unsigned r[4] = {0, 0, 0, 0};
+    if (!__get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3])) return false;
+    return (r[reg] >> bit) & 1u;
+}
+#endif
+
 inline bool cpu_supports(const char* feature) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     const std::string f = feature;
     if (f == "avx2") return __builtin_cpu_supports("avx2");
     if (f == "fma") return __builtin_cpu_supports("fma");
-    if (f == "f16c") return __builtin_cpu_supports("f16c");
-    if (f == "avxvnni") return __builtin_cpu_supports("avxvnni");
+    if (f == "f16c") return cpuid_bit(1, 0, 2, 29);     // CPUID.1:ECX.F16C[bit 29]
+    if (f == "avxvnni") return cpuid_bit(7, 1, 0, 4);   // CPUID.(7,1):EAX.AVX-VNNI[bit 4]
     if (f == "avx512f") return __builtin_cpu_supports("avx512f");
     if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
     if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
