@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
             const auto type = glass::fast::weight_type_from_string(p[2]);
             const std::string name = p.size() > 5 ? p[5] : p[0];
             const glass::Model model = glass::load_llama2c_checkpoint(p[0]);
-            glass::fast::FastCpuSession session(model, {threads, type, false, 512});
+            glass::fast::FastCpuSession session(model, {.threads = threads, .weights = type, .prefill_chunk = 512});
             const auto s = glass::fast::measure_phases(session, prompt, gen, runs);
             const double bytes = static_cast<double>(session.weight_bytes());
             const double flops = glass::fast::prefill_flops(model.config, prompt) / prompt * s.prefill_tokens_per_s.median;

@@ -1,8 +1,9 @@
 /// \file
 /// \brief cuda/common.cuh — what every .cu file shares: checked CUDA calls and launches,
 /// bounds-checked indexing helpers, weight loads for fp32/fp16/bf16, block-wide reductions,
-/// the softmax step the attention kernels share, and the K/V readers and int8 quantizer of the
-/// caches (fp32 rows, or int8 rows + scales: one kernel body reads either).
+/// the softmax step the attention kernels share, the K/V readers and int8 quantizer of the
+/// caches (fp32 rows, or int8 rows + scales: one kernel body reads either), and the locators of a
+/// pass's rows (one sequence's cache, or a serving batch's pool: one kernel body serves both).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -140,6 +141,51 @@ void with_kv_readers(const KvRows& keys, const KvRows& values, const AttentionDi
         launch(int8_rows(keys, dims.n_kv_heads, dims.head_dim), int8_rows(values, dims.n_kv_heads, dims.head_dim));
     else
         launch(f32_rows(keys, dims.n_kv_heads, dims.head_dim), f32_rows(values, dims.n_kv_heads, dims.head_dim));
+}
+
+// ---- Where the rows of a pass sit (RowPlacement, glass_cuda.hpp) ----------------------------------
+// A kernel over the rows of a forward pass (RoPE, the K/V write, attention) is written once, as a
+// template over its locator, and asks it four things:
+//   position(r)    the position of row r: it sees keys 0 .. position(r) of its own sequence
+//   write_row(r)   the cache (or pool) row where row r's own K and V go
+//   key_row(r, p)  the cache (or pool) row holding position p of row r's sequence
+//   width()        the keys a row of scores is laid out for (a batch: max_keys; one sequence:
+//                  the keys its last row sees, start + n_rows)
+// SequenceLocator: one sequence in its own cache (CudaSession): position p is cache row p; a row
+// of scores is as wide as the keys its last row sees (read on the device under the decode graph).
+struct SequenceLocator {
+    IntArg base;  // row r is at value_of(base) + shift + r
+    int shift, n_rows;
+    __device__ __forceinline__ int position(int r) const { return value_of(base) + shift + r; }
+    __device__ __forceinline__ std::int64_t write_row(int r) const { return position(r); }
+    __device__ __forceinline__ std::int64_t key_row(int /*r*/, int p) const { return p; }
+    __device__ __forceinline__ int width() const { return position(n_rows - 1) + 1; }
+};
+// BatchLocator: a serving step (CudaPagedBackend): rows of several requests, K/V in pool blocks;
+// position p of row r's request is offset p % block_size of block table[p / block_size] (the
+// device twin of glass::serve::pool_row).
+struct BatchLocator {
+    const int* positions;
+    const int* slots;
+    const int* table_start;
+    const int* block_ids;
+    int block_size, max_keys;
+    __device__ __forceinline__ int position(int r) const { return positions[r]; }
+    __device__ __forceinline__ std::int64_t write_row(int r) const { return slots[r]; }
+    __device__ __forceinline__ std::int64_t key_row(int r, int p) const {
+        return std::int64_t{block_ids[table_start[r] + p / block_size]} * block_size + p % block_size;
+    }
+    __device__ __forceinline__ int width() const { return max_keys; }
+};
+// Calls launch(locator) with the locator of `rows`: each host function launches its one
+// templated kernel through this (as with_kv_readers does for the storage type).
+template <typename Launch>
+void with_locator(const RowPlacement& rows, Launch&& launch) {
+    if (rows.batch())
+        launch(BatchLocator{rows.positions, rows.slots, rows.table_start, rows.block_ids, rows.block_size,
+                            rows.max_keys});
+    else
+        launch(SequenceLocator{rows.base, rows.shift, rows.n_rows});
 }
 
 // One warp quantizes one group x [n] (a cached row's slice of one KV head) exactly as glass's

@@ -2,11 +2,12 @@
 /// \brief cuda/cuda_session.hpp — the whole model on the GPU: its weights in device memory and
 /// CudaSession, the CUDA twin of CpuSession (glass/transformer.hpp), in plain C++ like glass_cuda.hpp.
 /// ```text
-///   DeviceWeights   every matrix of a glass::Model uploaded once, as fp32/fp16/bf16   transformer.cpp
+///   DeviceWeights   every matrix of a glass::Model uploaded once (forward.hpp)
 ///   CudaOptions     which kernels a session runs (matmul, attention, graph) and its KV cache type
 ///   CudaSession     glass::Session on the device: ids up, the last position's logits [vocab] back
 ///   require_device  "no CUDA device: <why>" before anything touches the GPU (session and paged backend)
-/// The stages it is built from (kernels, the KV cache) are declared in glass_cuda.hpp.
+/// The stages it is built from (kernels, the KV cache) are declared in glass_cuda.hpp; its layer
+/// loop is DeviceForward's (forward.hpp), the same one CudaPagedBackend runs.
 /// ```
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "forward.hpp"
 #include "glass_cuda.hpp"
 
 namespace glass::cuda {
@@ -21,22 +23,6 @@ namespace glass::cuda {
 // `c` when a usable CUDA device is present; otherwise glass::Error "no CUDA device: <why>". Used in
 // member initialisers, so a machine without a GPU fails here and not at some first allocation.
 const ModelConfig& require_device(const ModelConfig& c);
-
-// A model's weights in device memory, uploaded once (transformer.cpp); CudaSession and
-// CudaPagedBackend each hold one. Matrices are stored as `type`; norm gains stay fp32.
-struct DeviceWeights {
-    struct Layer {
-        DeviceBuffer rms_att, rms_ffn;          // [dim] fp32
-        OwnedMatrix wq, wk, wv, wo, w1, w2, w3;  // as in glass::LayerWeights
-    };
-    DeviceWeights(const Model& model, WeightType type);
-    std::vector<Layer> layers;
-    OwnedMatrix embedding, classifier_own;  // classifier_own only when not shared
-    DeviceMatrix classifier;                // = embedding.view when shared
-    DeviceBuffer rms_final;                 // [dim]
-    DeviceBuffer frequencies;               // [head_dim / 2], rope_frequencies()
-    std::int64_t bytes_per_forward = 0;     // weight bytes one forward pass reads, at this width
-};
 
 // Which attention CudaSession runs. standard: attention_naive for prefill, chunks and verify
 // (scores in a [n_heads, n, n_k] scratch), attention_decode for decode. flash: flash_attention for
@@ -97,11 +83,8 @@ private:
     CudaOptions options_;
     DeviceWeights weights_;
     DeviceKVCache cache_;
-    // Scratch, grown (never shrunk) to the largest n_tokens seen; decode never allocates.
-    int scratch_rows_ = 0;
-    std::int64_t score_capacity_ = 0;
-    int scratch_generation_ = 0;  // +1 whenever a scratch buffer moves (a graph holds their addresses)
-    DeviceBuffer ids_, x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, scores_, logits_dev_;
+    DeviceForward forward_;  // the layer loop and its activations, grown to the largest pass seen
+    DeviceBuffer ids_, logits_dev_;
     std::vector<float> logits_;
     DeviceBuffer rows_logits_dev_;   // verify's [n, vocab], grown as needed
     std::int64_t rows_logits_capacity_ = 0;

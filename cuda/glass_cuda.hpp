@@ -8,7 +8,7 @@
 ///   CPU reference (include/glass)        CUDA twin (cuda/)
 ///   embed_tokens        embedding.hpp    embedding()                       embedding.cu
 ///   rmsnorm             rmsnorm.hpp      rmsnorm_naive(), rmsnorm()        rmsnorm.cu
-///   apply_rope          rope.hpp         rope()                            rope.cu
+///   apply_rope          rope.hpp         rope(), rope_rows()               rope.cu
 ///   x * W.transpose()   (Eigen)          matmul(kernel, ...)               matmul.cu
 ///   softmax_inplace     softmax.hpp      softmax_rows_naive(), softmax_rows()   softmax.cu
 ///   causal_attention    attention.hpp    attention_naive(), attention_decode()  attention.cu
@@ -20,12 +20,11 @@
 ///   quantize_kv_row     kv_cache.hpp     kv_write_int8() (KvType::int8)    kv_cache.cu
 ///   CpuSession          transformer.hpp  CudaSession (cuda_session.hpp)    transformer.cpp
 ///
-///   serving (include/glass/serve, many requests per forward pass, K/V in a paged pool;
-///   all but rope_rows() declared in paged.hpp):
-///   apply_rope per row  paged_transformer rope_rows()                      rope.cu
-///   PagedKVPool::write  paged_transformer paged_kv_write(), paged_kv_write_int8()  paged_attention.cu
-///   attention over gathered keys           paged_attention_naive(), paged_attention(),  paged_attention.cu
-///                                          paged_flash_attention() (online softmax, no scores scratch)
+///   serving (include/glass/serve, many requests per forward pass, K/V in a paged pool): the same
+///   rope_rows(), kv_write_rows() and attention_rows*() with a batch's RowPlacement (paged.hpp).
+///   PagedKVPool::write  paged_transformer kv_write_rows(), kv_write_rows_int8()    kv_cache.cu
+///   attention over gathered keys           attention_rows_naive(), attention_rows(),   attention.cu
+///                                          attention_rows_flash() (online softmax, no scores scratch)
 ///
 ///   K/V read by every attention but flash's: fp32 rows, or int8 rows + one fp32 scale per
 ///   (row, KV head) read as scale · (float)q, exactly the CPU's dequantized value (KvRows below).
@@ -203,14 +202,57 @@ void embedding(const DeviceMatrix& table, const int* d_ids, int n_tokens, float*
 void rmsnorm_naive(const float* d_x, const float* d_gain, int n_tokens, int dim, float eps, float* d_y);
 void rmsnorm(const float* d_x, const float* d_gain, int n_tokens, int dim, float eps, float* d_y);
 
-// rope.cu — rotate x [n_tokens, n_heads * head_dim] in place; row t sits at start_pos + t.
+// ---- Where the rows of a forward pass sit --------------------------------------------------------
+//
+// RoPE, the K/V write and attention need, for each row r of a pass, its position, the cache row
+// its own K/V go to, and the cache rows of the keys it sees. One description serves CudaSession's
+// single sequence and CudaPagedBackend's serving batch, so each of those kernels is written once
+// (the device side reads it through a locator, common.cuh):
+//   one sequence (RowPlacement::sequence): row r at position start + r; the cache row of
+//     position p is p (K/V rows of one layer [seq_len, kv_dim], as DeviceKVCache keeps them);
+//   a serving batch (paged.hpp's plan_step): row r at positions[r] of its request; its K/V go to
+//     pool row slots[r]; position p of its request is pool row
+//     block_ids[table_start[r] + p / block_size] · block_size + p % block_size.
+struct RowPlacement {
+    int n_rows = 0;
+    // One sequence: row r at value(base) + shift + r. `base` may be read on the device when the
+    // kernel runs (the decode graph): the start position (shift 0) or the key count after the
+    // pass (shift -n_rows), whichever the caller holds.
+    IntArg base = 0;
+    int shift = 0;
+    int max_keys = 0;     // the most keys any row sees: the width of a row of scores (naive attention)
+    int block_size = 0;   // a batch: positions per pool block
+    const int* positions = nullptr;    // a batch: [n_rows] device ints, each row's position
+    const int* slots = nullptr;        // a batch: [n_rows] the pool row of the row's own K/V
+    const int* table_start = nullptr;  // a batch: [n_rows] where its request's table starts in block_ids
+    const int* block_ids = nullptr;    // a batch: every request's block table, one after another
+    bool batch() const { return positions != nullptr; }
+    // n_rows rows of one sequence at positions start .. start + n_rows - 1.
+    static RowPlacement sequence(int n_rows, IntArg start) {
+        RowPlacement p;
+        p.n_rows = n_rows;
+        p.base = start;
+        p.max_keys = start.on_device() ? 0 : start.value + n_rows;  // on the device: unknown to the host
+        return p;
+    }
+    // The same, given the key count after the pass (n_keys = start + n_rows) instead of start.
+    static RowPlacement sequence_ending(int n_rows, IntArg n_keys) {
+        RowPlacement p = sequence(n_rows, n_keys);
+        p.shift = -n_rows;
+        p.max_keys = n_keys.on_device() ? 0 : n_keys.value;
+        return p;
+    }
+};
+
+// rope.cu — rotate x [n_rows, n_heads * head_dim] in place, row r by its position (RowPlacement).
 // d_frequencies [head_dim / 2] holds glass::rope_frequency(i, head_dim, theta), computed on the
 // host by the same function the CPU uses, so both sides rotate by bit-identical angles.
+void rope_rows(float* d_x, int n_heads, int head_dim, const RowPlacement& rows, const float* d_frequencies,
+               RopeLayout layout);
+DeviceBuffer rope_frequencies(int head_dim, float theta);
+// The two placements spelled out: rows of one sequence from start_pos; rows at d_positions[t].
 void rope(float* d_x, int n_tokens, int n_heads, int head_dim, IntArg start_pos,
           const float* d_frequencies, RopeLayout layout);
-DeviceBuffer rope_frequencies(int head_dim, float theta);
-// The same rotation for rows at arbitrary positions: row t at d_positions[t] (device ints), as in a
-// serving step whose rows come from several requests (paged.hpp).
 void rope_rows(float* d_x, int n_rows, int n_heads, int head_dim, const int* d_positions,
                const float* d_frequencies, RopeLayout layout);
 
@@ -265,14 +307,31 @@ struct KvRows {
     KvType type() const { return storage; }
 };
 
-// Naive causal attention for any n_q (prefill, a chunk, or decode): three kernels — scores with
-// the causal mask, softmax per row, weighted sum of V. d_scores: n_heads * n_q * n_k floats.
+// Attention of rows placed anywhere (RowPlacement: one sequence's cache, or a serving batch's
+// pool), each row over positions 0 .. its own; keys/values are the cache (or pool) rows of one
+// layer. One kernel body per method serves both placements (common.cuh's locators):
+//   attention_rows_naive: three kernels — scores [n_rows, n_heads, max_keys] with the causal mask,
+//     softmax per row, weighted sum of V (d_scores: n_rows · n_heads · max_keys floats);
+//   attention_rows: one block per (row, head) does all three, its scores in a scratch row of
+//     max_keys floats (d_scores as for the naive one);
+//   attention_rows_flash: one block per (row, head), tiles of positions, online softmax, no
+//     scratch; head_dim at most 256.
+// Each row's numbers depend on its own position and keys only (batch invariance, paged.hpp).
+void attention_rows_naive(const float* d_q, const KvRows& keys, const KvRows& values, const RowPlacement& rows,
+                          const AttentionDims& dims, float scale, float* d_scores, float* d_out);
+void attention_rows(const float* d_q, const KvRows& keys, const KvRows& values, const RowPlacement& rows,
+                    const AttentionDims& dims, float scale, float* d_scores, float* d_out);
+void attention_rows_flash(const float* d_q, const KvRows& keys, const KvRows& values, const RowPlacement& rows,
+                          const AttentionDims& dims, float scale, float* d_out);
+
+// Naive causal attention for any n_q (prefill, a chunk, or decode) of one sequence:
+// attention_rows_naive. d_scores: n_heads * n_q * n_k floats.
 void attention_naive(const float* d_q, const float* d_keys, const float* d_values, int n_q,
                      int start_pos, const AttentionDims& dims, float scale, float* d_scores,
                      float* d_out);
 // Decode: one query (position n_k - 1) over the whole cache; one block per query head does
-// scores, softmax and the weighted sum. d_scores: n_heads * n_k floats (with n_k on the device,
-// the caller sizes it for the largest n_k the graph will see).
+// scores, softmax and the weighted sum (attention_rows). d_scores: n_heads * n_k floats (with n_k
+// on the device, the caller sizes it for the largest n_k the graph will see).
 void attention_decode(const float* d_q, const float* d_keys, const float* d_values, IntArg n_k,
                       const AttentionDims& dims, float scale, float* d_scores, float* d_out);
 // The same two over keys and values of either type (both of the same one; the fp32 calls above are these).
@@ -339,7 +398,15 @@ private:
 
 // ---- The KV cache in device memory -------------------------------------------------------------
 
-// kv_cache.cu — keys, values [seq_len, kv_dim] (one layer) rows start_pos .. start_pos + n_new - 1
+// kv_cache.cu — the cache (or pool) row of each row r of k, v [n_rows, kv_dim] (RowPlacement:
+// position end - n_rows + r of one sequence, or a batch's slots[r]) = that row.
+void kv_write_rows(float* d_keys, float* d_values, const float* d_k, const float* d_v, int kv_dim,
+                   const RowPlacement& rows);
+// The int8 twin: each row quantized per KV head (quantize_kv_row, glass/kv_cache.hpp) into the
+// int8 rows [cache rows, n_kv_heads * head_dim] and scales [cache rows, n_kv_heads].
+void kv_write_rows_int8(std::int8_t* d_keys, float* d_key_scales, std::int8_t* d_values, float* d_value_scales,
+                        const float* d_k, const float* d_v, int n_kv_heads, int head_dim, const RowPlacement& rows);
+// One sequence: keys, values [seq_len, kv_dim] (one layer) rows start_pos .. start_pos + n_new - 1
 // = k, v [n_new, kv_dim].
 void kv_write(float* d_keys, float* d_values, const float* d_k, const float* d_v, int n_new, int kv_dim,
               IntArg start_pos);
@@ -391,6 +458,6 @@ private:
     int n_layers_ = 0, capacity_ = 0, kv_dim_ = 0, n_kv_heads_ = 0, head_dim_ = 0, length_ = 0;
 };
 
-// ---- The whole model: cuda_session.hpp (DeviceWeights, CudaOptions, CudaSession) --------------
+// ---- The whole model: forward.hpp (DeviceWeights, DeviceForward), cuda_session.hpp (CudaSession) ----
 
 }  // namespace glass::cuda

@@ -37,7 +37,7 @@ void allocate_kv_rows(KvType type, std::size_t rows, int kv_dim, int n_kv_heads,
 
 DeviceKVCache::DeviceKVCache(const ModelConfig& c, KvType type)
     : type_(type), n_layers_(c.n_layers), capacity_(c.seq_len), kv_dim_(c.kv_dim()), n_kv_heads_(c.n_kv_heads),
-      head_dim_(c.head_dim()) {
+      head_dim_(c.head_dim) {
     allocate_kv_rows(type_, static_cast<std::size_t>(n_layers_) * static_cast<std::size_t>(capacity_), kv_dim_,
                      n_kv_heads_, keys_, values_, key_scales_, value_scales_);
 }

@@ -12,11 +12,12 @@
 ///          block tables in one int array -> one upload
 ///   x = embedding rows of ids                                     [N, dim]
 ///   per layer:
-///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ            [N, dim], [N, kv_dim] ×2
+///     (DeviceForward's layer loop, forward.hpp, the one CudaSession runs:)
+///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ            [N, q_dim], [N, kv_dim] ×2
 ///     rope_rows(q), rope_rows(k)                  row r at positions[r]
-///     paged_kv_write(pool of this layer, k, v)    row r -> pool row slots[r]
-///     att = paged_attention(q, pool)              row r over positions 0..pos(r) of its request
-///           (CudaPagedOptions::attention: naive, per_row or flash, paged_attention.cu)
+///     kv_write_rows(pool of this layer, k, v)     row r -> pool row slots[r]
+///     att = attention_rows(q, pool)               row r over positions 0..pos(r) of its request
+///           (CudaPagedOptions::attention: naive, per_row or flash, attention.cu)
 ///     x += att Woᵀ;  x += mlp(rmsnorm(x))
 ///   last = the rows at logit_rows (append_logit_rows: last or every)  [n_logits, dim]
 ///   logits = rmsnorm(last) Wclsᵀ                                  [n_logits, vocab] -> host
@@ -25,7 +26,7 @@
 /// a row is written, so attention that reads a row nobody wrote poisons the logits visibly. With
 /// CudaPagedOptions::kv = int8 they hold int8, and key_scales_, value_scales_ [layer][num_blocks ·
 /// block_size, n_kv_heads] one scale per (pool row, KV head), NaN until written (a NaN scale makes
-/// its row NaN); paged_kv_write_int8 quantizes, the attentions read int8 + scales.
+/// its row NaN); kv_write_rows_int8 quantizes, the attentions read int8 + scales.
 /// ```
 #include <algorithm>
 #include <cmath>
@@ -65,8 +66,8 @@ PagedStep plan_step(std::span<const serve::BatchEntry> batch, int block_size) {
     return step;
 }
 
-PagedRows PagedStep::rows(const int* d_ints) const {
-    PagedRows r;
+RowPlacement PagedStep::rows(const int* d_ints) const {
+    RowPlacement r;
     r.n_rows = n_rows;
     r.block_size = block_size;
     r.max_keys = max_keys;
@@ -100,7 +101,8 @@ static const CudaPagedOptions& checked(const CudaPagedOptions& o) {
 }
 
 CudaPagedBackend::CudaPagedBackend(const Model& model, CudaPagedOptions options)
-    : config_(require_device(model.config)), options_(checked(options)), weights_(model, options.weights) {}
+    : config_(require_device(model.config)), options_(checked(options)), weights_(model, options.weights),
+      forward_(config_, weights_) {}
 
 CudaPagedBackend::~CudaPagedBackend() = default;
 
@@ -117,36 +119,20 @@ std::int64_t CudaPagedBackend::pool_bytes() const {
     return static_cast<std::int64_t>(keys_.bytes() + values_.bytes() + key_scales_.bytes() + value_scales_.bytes());
 }
 
-// Grows the scratch to n_rows rows, n_logits logit rows and score_floats scores; new buffers are
-// NaN-filled, so an element a kernel forgets to write poisons the logits visibly.
+// Grows the activations (DeviceForward) and the logit rows; new buffers are NaN-filled, so an
+// element a kernel forgets to write poisons the logits visibly.
 void CudaPagedBackend::ensure_scratch(int n_rows, int n_logits, std::int64_t score_floats) {
-    const ModelConfig& c = config_;
-    const auto make = [](std::int64_t rows, int width) {
-        const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(width);
-        DeviceBuffer b(n * sizeof(float));
-        poison(b.f32(), n);
-        return b;
-    };
-    if (n_rows > scratch_rows_) {
-        x_ = make(n_rows, c.dim);
-        xn_ = make(n_rows, c.dim);
-        q_ = make(n_rows, c.dim);
-        k_ = make(n_rows, c.kv_dim());
-        v_ = make(n_rows, c.kv_dim());
-        att_ = make(n_rows, c.dim);
-        tmp_ = make(n_rows, c.dim);
-        gate_ = make(n_rows, c.hidden_dim);
-        up_ = make(n_rows, c.hidden_dim);
-        scratch_rows_ = n_rows;
-    }
+    forward_.reserve(n_rows, score_floats);
     if (n_logits > logit_rows_) {
-        last_ = make(n_logits, c.dim);
-        logits_dev_ = make(n_logits, c.vocab_size);
+        const auto make = [](std::int64_t rows, int width) {
+            const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(width);
+            DeviceBuffer b(n * sizeof(float));
+            poison(b.f32(), n);
+            return b;
+        };
+        last_ = make(n_logits, config_.dim);
+        logits_dev_ = make(n_logits, config_.vocab_size);
         logit_rows_ = n_logits;
-    }
-    if (score_floats > score_capacity_) {
-        scores_ = make(score_floats, 1);
-        score_capacity_ = score_floats;
     }
 }
 
@@ -162,61 +148,48 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
     const std::size_t int_bytes = step.ints.size() * sizeof(int);
     if (int_bytes > ints_.bytes()) ints_ = DeviceBuffer(std::max(int_bytes, 2 * ints_.bytes()));
     upload(ints_.data(), step.ints.data(), int_bytes);  // the one upload of the step
-    const PagedRows rows = step.rows(ints_.i32());
+    const RowPlacement rows = step.rows(ints_.i32());
 
-    const MatmulKernel mm = options_.matmul;
-    const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim()};
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     const std::size_t layer_rows = static_cast<std::size_t>(num_blocks_) * static_cast<std::size_t>(block_size_);
     const std::size_t layer_values = layer_rows * static_cast<std::size_t>(c.kv_dim());
     const std::size_t layer_scales = layer_rows * static_cast<std::size_t>(c.n_kv_heads);
-    const bool int8 = options_.kv == KvType::int8;
+    DeviceForward& f = forward_;
 
-    embedding(weights_.embedding.view, step.ids(ints_.i32()), n, x_.f32());  // [N, dim]
-    for (int l = 0; l < c.n_layers; ++l) {
-        const DeviceWeights::Layer& w = weights_.layers[static_cast<std::size_t>(l)];
+    // The layer loop is DeviceForward's (the one CudaSession runs); this backend's own part: K/V
+    // into the pool rows of their slots, then the attention chosen by the options, through the
+    // block tables.
+    const auto attend = [&](int l) {
         const std::size_t at = static_cast<std::size_t>(l) * layer_values;
         const std::size_t scales_at = static_cast<std::size_t>(l) * layer_scales;
-        // Attention half.
-        rmsnorm(x_.f32(), w.rms_att.f32(), n, c.dim, c.norm_eps, xn_.f32());
-        matmul(mm, xn_.f32(), n, w.wq.view, q_.f32());  // [N, dim]
-        matmul(mm, xn_.f32(), n, w.wk.view, k_.f32());  // [N, kv_dim]
-        matmul(mm, xn_.f32(), n, w.wv.view, v_.f32());  // [N, kv_dim]
-        rope_rows(q_.f32(), n, c.n_heads, c.head_dim(), rows.positions, weights_.frequencies.f32(), c.rope_layout);
-        rope_rows(k_.f32(), n, c.n_kv_heads, c.head_dim(), rows.positions, weights_.frequencies.f32(), c.rope_layout);
         KvRows pool_keys, pool_values;
-        if (int8) {
+        if (options_.kv == KvType::int8) {
             std::int8_t* keys = static_cast<std::int8_t*>(keys_.data()) + at;
             std::int8_t* values = static_cast<std::int8_t*>(values_.data()) + at;
             float* key_scales = key_scales_.f32() + scales_at;
             float* value_scales = value_scales_.f32() + scales_at;
-            paged_kv_write_int8(keys, key_scales, values, value_scales, k_.f32(), v_.f32(), c.n_kv_heads,
-                                c.head_dim(), rows);
+            kv_write_rows_int8(keys, key_scales, values, value_scales, f.k(), f.v(), c.n_kv_heads, c.head_dim, rows);
             pool_keys = KvRows::int8(keys, key_scales);
             pool_values = KvRows::int8(values, value_scales);
         } else {
-            paged_kv_write(keys_.f32() + at, values_.f32() + at, k_.f32(), v_.f32(), c.kv_dim(), rows);
+            kv_write_rows(keys_.f32() + at, values_.f32() + at, f.k(), f.v(), c.kv_dim(), rows);
             pool_keys = KvRows::fp32(keys_.f32() + at);
             pool_values = KvRows::fp32(values_.f32() + at);
         }
         switch (options_.attention) {
         case PagedAttention::naive:
-            paged_attention_naive(q_.f32(), pool_keys, pool_values, rows, dims, scale, scores_.f32(), att_.f32());
+            attention_rows_naive(f.q(), pool_keys, pool_values, rows, dims, scale, f.scores(), f.att());
             break;
         case PagedAttention::per_row:
-            paged_attention(q_.f32(), pool_keys, pool_values, rows, dims, scale, scores_.f32(), att_.f32());
+            attention_rows(f.q(), pool_keys, pool_values, rows, dims, scale, f.scores(), f.att());
             break;
         case PagedAttention::flash:
-            paged_flash_attention(q_.f32(), pool_keys, pool_values, rows, dims, scale, att_.f32());
+            attention_rows_flash(f.q(), pool_keys, pool_values, rows, dims, scale, f.att());
             break;
         }
-        matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
-        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
-        // MLP half.
-        rmsnorm(x_.f32(), w.rms_ffn.f32(), n, c.dim, c.norm_eps, xn_.f32());
-        mlp(mm, xn_.f32(), n, w.w1.view, w.w2.view, w.w3.view, gate_.f32(), up_.f32(), tmp_.f32());
-        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
-    }
+    };
+    f.enqueue_layers(options_.matmul, step.ids(ints_.i32()), rows, attend);
 
     // Logits only for the rows append_logit_rows names (the last row of each entry that wants them;
     // every row of a speculative check). Gathering rows of x by index is
@@ -226,10 +199,9 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
         synchronize("a paged forward pass");  // so that a fault is reported by this step
         return logits_;
     }
-    embedding(DeviceMatrix{x_.f32(), WeightType::f32, n, c.dim}, step.logit_rows(ints_.i32()), step.n_logits,
+    embedding(DeviceMatrix{f.x(), WeightType::f32, n, c.dim}, step.logit_rows(ints_.i32()), step.n_logits,
               last_.f32());  // [n_logits, dim]
-    rmsnorm(last_.f32(), weights_.rms_final.f32(), step.n_logits, c.dim, c.norm_eps, xn_.f32());
-    matmul(mm, xn_.f32(), step.n_logits, weights_.classifier, logits_dev_.f32());  // [n_logits, vocab]
+    f.enqueue_logits(options_.matmul, last_.f32(), step.n_logits, logits_dev_.f32());  // [n_logits, vocab]
     download(logits_.data(), logits_dev_.data(), logits_.size() * sizeof(float));  // waits for the GPU
     return logits_;
 }

@@ -7,8 +7,8 @@
 /// [vocab]. Host code here is bookkeeping: shapes, the cache's length, which kernel to launch.
 ///
 ///   x = embedding rows of ids                               [n, dim]
-///   for each layer:
-///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ      [n, dim], [n, kv_dim] ×2
+///   for each layer (DeviceForward, forward.hpp: the loop CudaPagedBackend runs too):
+///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ      [n, q_dim], [n, kv_dim] ×2
 ///     rope(q), rope(k);  cache.write(k, v)                  rows start_pos .. start_pos+n-1
 ///     att = attention(q, cache rows 0 .. start_pos+n-1)     naive for prefill, decode kernel for n=1;
 ///                                                           CudaOptions::attention = flash: flash_attention
@@ -32,63 +32,6 @@
 
 namespace glass::cuda {
 
-DeviceBuffer rope_frequencies(int head_dim, float theta) {
-    std::vector<float> f(static_cast<std::size_t>(head_dim / 2));
-    for (int i = 0; i < head_dim / 2; ++i) f[static_cast<std::size_t>(i)] = rope_frequency(i, head_dim, theta);
-    return to_device(std::span<const float>(f));
-}
-
-static DeviceBuffer upload_vector(const float* host, int n) {
-    return to_device(std::span<const float>(host, static_cast<std::size_t>(n)));
-}
-
-static OwnedMatrix upload_weights(const ConstMatrixMap& m, WeightType type) {
-    return upload_matrix(m.data(), static_cast<int>(m.rows()), static_cast<int>(m.cols()), type);
-}
-
-// Runs before any member touches the GPU (config_ is the first member), so a machine without one
-// gets "no CUDA device: <why>" rather than the failure of some first allocation.
-const ModelConfig& require_device(const ModelConfig& c) {
-    std::string why;
-    if (!device_present(&why)) fail("no CUDA device: ", why);
-    return c;
-}
-
-DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
-    const ModelConfig& c = model.config;
-    for (const LayerWeights& w : model.layers) {
-        Layer l;
-        l.rms_att = upload_vector(w.rms_att.data(), c.dim);
-        l.rms_ffn = upload_vector(w.rms_ffn.data(), c.dim);
-        l.wq = upload_weights(w.wq, type);
-        l.wk = upload_weights(w.wk, type);
-        l.wv = upload_weights(w.wv, type);
-        l.wo = upload_weights(w.wo, type);
-        l.w1 = upload_weights(w.w1, type);
-        l.w2 = upload_weights(w.w2, type);
-        l.w3 = upload_weights(w.w3, type);
-        layers.push_back(std::move(l));
-    }
-    // A q8/q4 model keeps its embedding table fp32 (a lookup reads one row per token, so its width
-    // costs no time) and quantizes the classifier on its own, as glass::quantized_model() does.
-    embedding = upload_weights(model.embedding_table(), is_quantized(type) ? WeightType::f32 : type);
-    if (c.shared_classifier && !is_quantized(type)) {
-        classifier = embedding.view;  // one table, read by both ends of the model
-    } else {
-        classifier_own = upload_weights(model.output_classifier(), type);
-        classifier = classifier_own.view;
-    }
-    rms_final = upload_vector(model.rms_final, c.dim);
-    frequencies = rope_frequencies(c.head_dim(), c.rope_theta);
-    // Bytes read per forward pass: every layer's matrices and the classifier as stored (scales
-    // included), the fp32 norm gains; of the embedding table one row, which glass::Model's
-    // weight_bytes leaves out too.
-    bytes_per_forward = 4 * (std::int64_t{c.n_layers} * 2 * c.dim + c.dim) + matrix_bytes(classifier);
-    for (const Layer& l : layers)
-        for (const OwnedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) bytes_per_forward += matrix_bytes(m->view);
-    synchronize("weight upload");
-}
-
 // The option combinations CudaSession refuses, checked before anything is uploaded.
 static const CudaOptions& checked(const CudaOptions& options) {
     if (options.matmul == MatmulKernel::cublas && options.weights != WeightType::f32)
@@ -109,7 +52,7 @@ const char* to_string(SessionAttention a) { return a == SessionAttention::flash 
 
 CudaSession::CudaSession(const Model& model, CudaOptions options)
     : config_(require_device(model.config)), options_(checked(options)), weights_(model, options.weights),
-      cache_(model.config, options.kv) {
+      cache_(model.config, options.kv), forward_(config_, weights_) {
     const ModelConfig& c = config_;
     logits_dev_ = DeviceBuffer(static_cast<std::size_t>(c.vocab_size) * sizeof(float));
     ids_ = DeviceBuffer(static_cast<std::size_t>(c.seq_len) * sizeof(int));
@@ -118,7 +61,7 @@ CudaSession::CudaSession(const Model& model, CudaOptions options)
     if (options_.attention == SessionAttention::flash) {  // partials for any cache length: decode never allocates
         const std::size_t floats = static_cast<std::size_t>(c.n_heads) *
                                    static_cast<std::size_t>(flash_decode_splits(c.seq_len, options_.flash_decode_chunk)) *
-                                   static_cast<std::size_t>(c.head_dim() + 2);
+                                   static_cast<std::size_t>(c.head_dim + 2);
         flash_partial_ = DeviceBuffer(floats * sizeof(float));
         poison(flash_partial_.f32(), floats);
     }
@@ -130,38 +73,12 @@ bool CudaSession::uses_flash_decode(int n_keys) const {
 
 CudaSession::~CudaSession() = default;
 
-// Grows the activation scratch to n_tokens rows and the attention scores to score_floats. New
-// buffers are NaN-filled, so an element a kernel forgets to write poisons the logits visibly.
+// Grows the activations to n_tokens rows and the attention scores to score_floats (DeviceForward).
 void CudaSession::ensure_scratch(int n_tokens, std::int64_t score_floats) {
-    const ModelConfig& c = config_;
-    if (n_tokens > scratch_rows_) {
-        const auto make = [n_tokens](int width) {
-            const std::size_t n = static_cast<std::size_t>(n_tokens) * static_cast<std::size_t>(width);
-            DeviceBuffer b(n * sizeof(float));
-            poison(b.f32(), n);
-            return b;
-        };
-        x_ = make(c.dim);
-        xn_ = make(c.dim);
-        q_ = make(c.dim);
-        k_ = make(c.kv_dim());
-        v_ = make(c.kv_dim());
-        att_ = make(c.dim);
-        tmp_ = make(c.dim);
-        gate_ = make(c.hidden_dim);
-        up_ = make(c.hidden_dim);
-        scratch_rows_ = n_tokens;
-        ++scratch_generation_;
-    }
-    if (score_floats > score_capacity_) {
-        // At least one row per head over the whole window: decode's need grows by n_heads floats
-        // every step, and reallocating each time would cost a cudaFree (a device-wide wait) per token.
-        score_floats = std::max(score_floats, std::int64_t{c.n_heads} * c.seq_len);
-        scores_ = DeviceBuffer(static_cast<std::size_t>(score_floats) * sizeof(float));
-        poison(scores_.f32(), static_cast<std::size_t>(score_floats));
-        score_capacity_ = score_floats;
-        ++scratch_generation_;
-    }
+    // At least one row per head over the whole window: decode's need grows by n_heads floats
+    // every step, and reallocating each time would cost a cudaFree (a device-wide wait) per token.
+    if (score_floats > 0) score_floats = std::max(score_floats, std::int64_t{config_.n_heads} * config_.seq_len);
+    forward_.reserve(n_tokens, score_floats);
 }
 
 // One forward pass over ids. Normally only the last position's logits come back ([vocab]);
@@ -206,50 +123,35 @@ void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, Int
                                   float* every_row, bool flash_decode_now) {
     const ModelConfig& c = config_;
     const MatmulKernel mm = options_.matmul;
-    const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim()};
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    DeviceForward& f = forward_;
 
-    embedding(weights_.embedding.view, d_ids, n, x_.f32());  // [n, dim]
-    for (int l = 0; l < c.n_layers; ++l) {
-        const DeviceWeights::Layer& w = weights_.layers[static_cast<std::size_t>(l)];
-        // Attention half.
-        rmsnorm(x_.f32(), w.rms_att.f32(), n, c.dim, c.norm_eps, xn_.f32());
-        matmul(mm, xn_.f32(), n, w.wq.view, q_.f32());  // [n, dim]
-        matmul(mm, xn_.f32(), n, w.wk.view, k_.f32());  // [n, kv_dim]
-        matmul(mm, xn_.f32(), n, w.wv.view, v_.f32());  // [n, kv_dim]
-        rope(q_.f32(), n, c.n_heads, c.head_dim(), start_pos, weights_.frequencies.f32(), c.rope_layout);
-        rope(k_.f32(), n, c.n_kv_heads, c.head_dim(), start_pos, weights_.frequencies.f32(), c.rope_layout);
-        cache_.write(l, start_pos, k_.f32(), v_.f32(), n);
+    // The layer loop is DeviceForward's; what is this session's own is where K and V go (its
+    // cache, rows start_pos ..) and which attention reads them.
+    const auto attend = [&](int l) {
+        cache_.write(l, start_pos, f.k(), f.v(), n);
         if (decode_kernel && flash_decode_now)  // under the graph n_keys is on the device: grid for the window
-            flash_decode(q_.f32(), cache_.key_rows(l), cache_.value_rows(l), n_keys,
+            flash_decode(f.q(), cache_.key_rows(l), cache_.value_rows(l), n_keys,
                          n_keys.on_device() ? c.seq_len : n_keys.value, dims, scale, options_.flash_decode_chunk,
-                         flash_partial_.f32(), att_.f32());
+                         flash_partial_.f32(), f.att());
         else if (decode_kernel)
-            attention_decode(q_.f32(), cache_.key_rows(l), cache_.value_rows(l), n_keys, dims, scale,
-                             scores_.f32(), att_.f32());
+            attention_decode(f.q(), cache_.key_rows(l), cache_.value_rows(l), n_keys, dims, scale, f.scores(), f.att());
         else if (options_.attention == SessionAttention::flash)
-            flash_attention(q_.f32(), cache_.key_rows(l), cache_.value_rows(l), n, start_pos.value, dims, scale,
-                            att_.f32());
+            flash_attention(f.q(), cache_.key_rows(l), cache_.value_rows(l), n, start_pos.value, dims, scale, f.att());
         else
-            attention_naive(q_.f32(), cache_.key_rows(l), cache_.value_rows(l), n, start_pos.value, dims, scale,
-                            scores_.f32(), att_.f32());
-        matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
-        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
-        // MLP half.
-        rmsnorm(x_.f32(), w.rms_ffn.f32(), n, c.dim, c.norm_eps, xn_.f32());
-        mlp(mm, xn_.f32(), n, w.w1.view, w.w2.view, w.w3.view, gate_.f32(), up_.f32(), tmp_.f32());
-        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c.dim);
-    }
+            attention_naive(f.q(), cache_.key_rows(l), cache_.value_rows(l), n, start_pos.value, dims, scale,
+                            f.scores(), f.att());
+    };
+    f.enqueue_layers(mm, d_ids, RowPlacement::sequence(n, start_pos), attend);
 
     if (every_row) {  // verify: final norm of every row, then the classifier over all of them
-        rmsnorm(x_.f32(), weights_.rms_final.f32(), n, c.dim, c.norm_eps, xn_.f32());
-        matmul(mm, xn_.f32(), n, weights_.classifier, every_row);  // [n, vocab]
+        f.enqueue_logits(mm, f.x(), n, every_row);  // [n, vocab]
         return;
     }
     // Only the last position's logits: final norm of its row, then the classifier.
-    const float* last = x_.f32() + static_cast<std::size_t>(n - 1) * static_cast<std::size_t>(c.dim);
-    rmsnorm(last, weights_.rms_final.f32(), 1, c.dim, c.norm_eps, xn_.f32());
-    matmul(mm, xn_.f32(), 1, weights_.classifier, logits_dev_.f32());  // [vocab]
+    f.enqueue_logits(mm, f.x() + static_cast<std::size_t>(n - 1) * static_cast<std::size_t>(c.dim), 1,
+                     logits_dev_.f32());  // [vocab]
 }
 
 std::span<const float> CudaSession::prefill(std::span<const int> ids) { return forward(ids); }
@@ -274,7 +176,7 @@ std::span<const float> CudaSession::decode_with_graph(int id) {
     // Which decode attention this step uses (attention = flash: flash_decode from
     // flash_decode_min_keys keys on); the graph is recorded for one of the two.
     const bool flash = uses_flash_decode(pos + 1);
-    if (decode_graph_.empty() || graph_generation_ != scratch_generation_ || flash != graph_flash_) {
+    if (decode_graph_.empty() || graph_generation_ != forward_.generation() || flash != graph_flash_) {
         // First decode, or the scratch buffers moved (the graph holds their addresses), or the
         // cache just grew into flash_decode's range (or a new sequence fell back below it): this
         // step runs the ordinary way, which also warms up what the graph uses (cuBLAS, kernel
@@ -285,7 +187,7 @@ std::span<const float> CudaSession::decode_with_graph(int id) {
         decode_graph_.capture([&] {
             enqueue_forward(step, 1, IntArg::at(step + 1), IntArg::at(step + 2), /*decode_kernel=*/true, nullptr, flash);
         });
-        graph_generation_ = scratch_generation_;
+        graph_generation_ = forward_.generation();
         graph_flash_ = flash;
         return logits;
     }

@@ -61,9 +61,9 @@ static std::vector<float> layer0_scores(const glass::ModelConfig& c, const glass
                                         glass::RopeLayout layout) {
     glass::RowMatrix q = xn * wq.transpose();  // [n, n_heads * head_dim]
     glass::RowMatrix k = xn * wk.transpose();  // [n, n_kv_heads * head_dim]
-    glass::apply_rope(q, c.n_heads, c.head_dim(), 0, c.rope_theta, layout);
-    glass::apply_rope(k, c.n_kv_heads, c.head_dim(), 0, c.rope_theta, layout);
-    const int hd = c.head_dim();
+    glass::apply_rope(q, c.n_heads, c.head_dim, 0, c.rope_theta, layout);
+    glass::apply_rope(k, c.n_kv_heads, c.head_dim, 0, c.rope_theta, layout);
+    const int hd = c.head_dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     std::vector<float> scores;  // [head][query][key <= query]
     for (int h = 0; h < c.n_heads; ++h) {
@@ -126,8 +126,8 @@ static int run(int argc, char** argv) {
     const glass::RowMatrix xn = glass::rmsnorm(glass::embed_tokens(model.embedding_table(), ids),
                                                model.layers[0].rms_att, c.norm_eps);  // [n, dim]
     const glass::RowMatrix wq = model.layers[0].wq, wk = model.layers[0].wk;  // llama2.c layout
-    const glass::RowMatrix wq_hf = glass::permute_rows_adjacent_to_half_split(wq, c.n_heads, c.head_dim());
-    const glass::RowMatrix wk_hf = glass::permute_rows_adjacent_to_half_split(wk, c.n_kv_heads, c.head_dim());
+    const glass::RowMatrix wq_hf = glass::permute_rows_adjacent_to_half_split(wq, c.n_heads, c.head_dim);
+    const glass::RowMatrix wk_hf = glass::permute_rows_adjacent_to_half_split(wk, c.n_kv_heads, c.head_dim);
     const std::vector<float> original = layer0_scores(c, xn, wq, wk, glass::RopeLayout::adjacent_pairs);
     const std::vector<float> converted = layer0_scores(c, xn, wq_hf, wk_hf, glass::RopeLayout::half_split);
     const std::vector<float> mixed = layer0_scores(c, xn, wq_hf, wk_hf, glass::RopeLayout::adjacent_pairs);
@@ -185,10 +185,10 @@ static int run(int argc, char** argv) {
         std::printf("pair %d: wavelength %.0f -> %.0f (frequency divided by %.3f)\n", i, two_pi / f,
                     two_pi / scaled, f / scaled);
     }
-    std::printf("shipped model (head_dim %d, theta %.0f, context %d) wavelengths:", c.head_dim(), c.rope_theta,
+    std::printf("shipped model (head_dim %d, theta %.0f, context %d) wavelengths:", c.head_dim, c.rope_theta,
                 c.seq_len);
-    for (int i = 0; i < c.head_dim() / 2; ++i)
-        std::printf(" %.2f", two_pi / glass::rope_frequency(i, c.head_dim(), c.rope_theta));
+    for (int i = 0; i < c.head_dim / 2; ++i)
+        std::printf(" %.2f", two_pi / glass::rope_frequency(i, c.head_dim, c.rope_theta));
     std::printf("\n");
     return 0;
 }

@@ -50,10 +50,10 @@ static glass::RowMatrix mlp_input(const glass::Model& model, int layer, const st
     glass::RowMatrix q = xn * w.wq.transpose();  // [n, dim]
     glass::RowMatrix k = xn * w.wk.transpose();  // [n, kv_dim]
     const glass::RowMatrix v = xn * w.wv.transpose();
-    glass::apply_rope(q, c.n_heads, c.head_dim(), 0, c.rope_theta, c.rope_layout);
-    glass::apply_rope(k, c.n_kv_heads, c.head_dim(), 0, c.rope_theta, c.rope_layout);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-    x += glass::causal_attention(q, k, v, 0, {c.n_heads, c.n_kv_heads, c.head_dim()}, scale) *
+    glass::apply_rope(q, c.n_heads, c.head_dim, 0, c.rope_theta, c.rope_layout);
+    glass::apply_rope(k, c.n_kv_heads, c.head_dim, 0, c.rope_theta, c.rope_layout);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    x += glass::causal_attention(q, k, v, 0, {c.n_heads, c.n_kv_heads, c.head_dim}, scale) *
          w.wo.transpose();
     return glass::rmsnorm(x, w.rms_ffn, c.norm_eps);  // [n, dim]: what the MLP gets
 }

@@ -155,7 +155,7 @@ static int run(int argc, char** argv) {
     const glass::Llama2cTokenizer tok =
         glass::Llama2cTokenizer::load(std::string(GLASS_MODELS_DIR) + "/tok512.bin", 512);
     const glass::ModelConfig& c = model.config;
-    const CacheShape shipped = {"stories260K", c.n_layers, c.n_kv_heads, c.head_dim(), 4};
+    const CacheShape shipped = {"stories260K", c.n_layers, c.n_kv_heads, c.head_dim, 4};
     print_shape("shipped", shipped);
     const std::int64_t shipped_per_token = c.kv_bytes_per_token();  // fp32
     std::printf("shipped kv bytes per token: %lld\n", static_cast<long long>(shipped_per_token));

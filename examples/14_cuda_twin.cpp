@@ -118,20 +118,20 @@ int main(int argc, char** argv) {
     report("k = xn Wk^T", k.f32(), cpu_k);
 
     // 3. RoPE on q and k, positions 0 .. n-1.
-    const gc::DeviceBuffer freq = gc::rope_frequencies(c.head_dim(), c.rope_theta);
-    gc::rope(q.f32(), n, c.n_heads, c.head_dim(), 0, freq.f32(), c.rope_layout);
-    gc::rope(k.f32(), n, c.n_kv_heads, c.head_dim(), 0, freq.f32(), c.rope_layout);
-    glass::apply_rope(cpu_q, c.n_heads, c.head_dim(), 0, c.rope_theta, c.rope_layout);
-    glass::apply_rope(cpu_k, c.n_kv_heads, c.head_dim(), 0, c.rope_theta, c.rope_layout);
+    const gc::DeviceBuffer freq = gc::rope_frequencies(c.head_dim, c.rope_theta);
+    gc::rope(q.f32(), n, c.n_heads, c.head_dim, 0, freq.f32(), c.rope_layout);
+    gc::rope(k.f32(), n, c.n_kv_heads, c.head_dim, 0, freq.f32(), c.rope_layout);
+    glass::apply_rope(cpu_q, c.n_heads, c.head_dim, 0, c.rope_theta, c.rope_layout);
+    glass::apply_rope(cpu_k, c.n_kv_heads, c.head_dim, 0, c.rope_theta, c.rope_layout);
     report("rope(q)", q.f32(), cpu_q);
     report("rope(k)", k.f32(), cpu_k);
 
     // 4c. Causal attention, naive: scores [heads, n, n], softmax, weighted sum of V.
-    const float scale = 1.0f / std::sqrt(float(c.head_dim()));
+    const float scale = 1.0f / std::sqrt(float(c.head_dim));
     gc::DeviceBuffer scores = poisoned(std::size_t(c.n_heads) * rows * rows), att = poisoned(rows * c.dim);
-    gc::attention_naive(q.f32(), k.f32(), v.f32(), n, 0, {c.n_heads, c.n_kv_heads, c.head_dim()}, scale,
+    gc::attention_naive(q.f32(), k.f32(), v.f32(), n, 0, {c.n_heads, c.n_kv_heads, c.head_dim}, scale,
                         scores.f32(), att.f32());
-    const RowMatrix cpu_att = glass::causal_attention(cpu_q, cpu_k, cpu_v, 0, {c.n_heads, c.n_kv_heads, c.head_dim()}, scale);
+    const RowMatrix cpu_att = glass::causal_attention(cpu_q, cpu_k, cpu_v, 0, {c.n_heads, c.n_kv_heads, c.head_dim}, scale);
     report("attention (naive)", att.f32(), cpu_att);
 
     // Residual: x += att Woᵀ.

@@ -65,6 +65,7 @@ inline glass::ModelConfig shape_config(const std::string& shape) {
     c.vocab_size = 512;
     c.seq_len = 512;
     c.shared_classifier = true;
+    c.head_dim = c.dim / c.n_heads;
     return c;
 }
 

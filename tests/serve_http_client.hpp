@@ -281,6 +281,7 @@ inline std::string write_wide_model(const std::string& name, int seq_len, std::u
     c.n_kv_heads = 6;
     c.vocab_size = 512;
     c.seq_len = seq_len;
+    c.head_dim = c.dim / c.n_heads;
     const std::string path = work_dir() + "/" + name + ".bin";
     glass::fast::write_random_checkpoint(c, path, seed);
     return path;

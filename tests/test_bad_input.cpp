@@ -387,9 +387,9 @@ TEST_CASE("bad input 8: a header implying a 2 TiB KV cache fails before allocati
 
 TEST_CASE("bad input 8: sizes in the check are computed without overflow") {
     glass::ModelConfig c;
-    c.n_layers = 1024, c.n_heads = 1024, c.n_kv_heads = 1024, c.dim = 65536;
+    c.n_layers = 1024, c.n_heads = 1024, c.n_kv_heads = 1024, c.dim = 65536, c.head_dim = 64;
     expect_error([&] { glass::check_kv_cache_fits(c, std::int64_t{1} << 40, 4, "test"); }, {"more than 8 EiB"});
-    c.n_layers = 1, c.n_heads = 1, c.n_kv_heads = 1, c.dim = 2;  // 2 x 1 x 16 x 2 x 4 = 256 bytes
+    c.n_layers = 1, c.n_heads = 1, c.n_kv_heads = 1, c.dim = 2, c.head_dim = 2;  // 2 x 1 x 16 x 2 x 4 = 256 bytes
     CHECK(glass::check_kv_cache_fits(c, 16, 4, "test") == 256);
 }
 

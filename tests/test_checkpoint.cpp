@@ -200,7 +200,7 @@ TEST_CASE("checkpoint: the shipped model loads with the header's config and exac
     CHECK(c.vocab_size == 512);
     CHECK(c.seq_len == 512);
     CHECK(c.shared_classifier);
-    CHECK(c.head_dim() == 8);
+    CHECK(c.head_dim == 8);
     CHECK(c.kv_dim() == 32);
     CHECK(glass::llama2c_file_bytes(c) == kShippedBytes);
     CHECK(glass::llama2c_file_bytes(c) ==

@@ -227,7 +227,7 @@ static void rope_double(std::vector<double>& v, int head_dim, int pos, double th
 static std::vector<double> layer0_mlp_input_double(const glass::Model& m, const std::vector<int>& ids, int t) {
     const glass::ModelConfig& c = m.config;
     const glass::LayerWeights& w = m.layers[0];
-    const int hd = c.head_dim(), group = c.n_heads / c.n_kv_heads;
+    const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
     std::vector<std::vector<double>> k(static_cast<size_t>(t) + 1), v(static_cast<size_t>(t) + 1);
     std::vector<double> q;
     for (int p = 0; p <= t; ++p) {
@@ -321,7 +321,7 @@ TEST_CASE("example 04_rope: the score depends on the distance only; two layouts;
     // numbers in other places: the same scores.)
     const glass::Model& m = test::shipped();
     const glass::ModelConfig& c = m.config;
-    const int hd = c.head_dim(), group = c.n_heads / c.n_kv_heads;
+    const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
     const std::vector<int> ids = test::shipped_tok().encode("Once upon a time", true, false);
     const int n = static_cast<int>(ids.size());
     const auto permute = [&](const std::vector<double>& v) {

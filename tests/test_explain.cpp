@@ -72,7 +72,7 @@ struct Recomputed {
 
 Recomputed recompute(const glass::Model& m, const std::vector<int>& ids) {
     const glass::ModelConfig& c = m.config;
-    const int hd = c.head_dim();
+    const int hd = c.head_dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     Recomputed r;
     glass::RowMatrix x = glass::embed_tokens(m.embedding_table(), ids);
@@ -183,7 +183,7 @@ TEST_CASE("explain: greedy tokens are llama2.c's, and every number matches an in
     // Per step: residual norms and top heads at its last position, top-5, decision, KV bytes.
     REQUIRE(j["steps"].size() == static_cast<size_t>(decode_steps + 1));
     glass::CpuSession session(m);
-    const std::int64_t per_token = std::int64_t{2} * c.n_layers * c.n_kv_heads * c.head_dim() * 4;  // C8/C9
+    const std::int64_t per_token = std::int64_t{2} * c.n_layers * c.n_kv_heads * c.head_dim * 4;  // C8/C9
     for (int s = 0; s <= decode_steps; ++s) {
         CAPTURE(s);
         const nlohmann::json& step = j["steps"][s];

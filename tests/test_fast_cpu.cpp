@@ -214,6 +214,7 @@ TEST_CASE("FastCpuSession fp32 equals CpuSession on generated shapes: GQA, own c
         c.dim = 64; c.hidden_dim = 128; c.n_layers = 3; c.n_heads = 4; c.n_kv_heads = 4;
         c.vocab_size = 96; c.seq_len = 80; c.shared_classifier = true;
     }
+    c.head_dim = c.dim / c.n_heads;
     const glass::Model model = glass::fast::random_model_in_memory(c, 7);
     std::vector<int> prompt;
     for (int i = 0; i < 50; ++i) prompt.push_back((i * 37 + 11) % c.vocab_size);  // 4+ token tiles
@@ -371,7 +372,7 @@ TEST_CASE("int8 KV cache: FastCpuSession equals CpuSession's int8 cache; a quart
             FastCpuSession fast(test::shipped(), options);
             CHECK(worst_error(ref, fast, prompt, next) <= 1e-3);
             const glass::ModelConfig& c = test::shipped().config;
-            CHECK(fast.kv_bytes_used() == fast.position() * 2LL * c.n_layers * c.n_kv_heads * (c.head_dim() + 4));
+            CHECK(fast.kv_bytes_used() == fast.position() * 2LL * c.n_layers * c.n_kv_heads * (c.head_dim + 4));
             CHECK(ref.kv_bytes_used() == fast.kv_bytes_used());
         }
     glass::CpuSession fp32(test::shipped()), int8(test::shipped(), glass::KvType::int8);

@@ -44,6 +44,7 @@ const glass::Model& wide_model() {
         glass::ModelConfig c;
         c.dim = 288; c.hidden_dim = 300; c.n_layers = 2; c.n_heads = 6; c.n_kv_heads = 2;
         c.vocab_size = 300; c.seq_len = 96; c.shared_classifier = false;
+        c.head_dim = c.dim / c.n_heads;
         return glass::fast::random_model_in_memory(c, 11);
     }();
     return m;

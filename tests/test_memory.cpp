@@ -188,7 +188,7 @@ TEST_CASE("generating to the context limit again and again keeps memory flat (CP
 
 TEST_CASE("generating to the context limit again and again keeps memory flat (fast path, 2 threads)") {
     no_huge_pages();
-    glass::fast::FastCpuSession session(test::shipped(), {2, glass::fast::WeightType::fp32, false, 512});
+    glass::fast::FastCpuSession session(test::shipped(), {.threads = 2, .weights = glass::fast::WeightType::fp32, .prefill_chunk = 512});
     check_flat_to_the_limit(session);
 }
 
@@ -200,6 +200,6 @@ TEST_CASE("serving a long load keeps memory flat (engine on the CPU reference)")
 
 TEST_CASE("serving a long load keeps memory flat (engine on the fast path, 2 threads)") {
     no_huge_pages();
-    glass::fast::FastPagedBackend backend(test::shipped(), {2, glass::fast::WeightType::fp32, false, 512});
+    glass::fast::FastPagedBackend backend(test::shipped(), {.threads = 2, .weights = glass::fast::WeightType::fp32, .prefill_chunk = 512});
     check_flat_serving(backend);
 }

@@ -233,6 +233,7 @@ TEST_CASE("example 24_quantization: C14 sizes, the block by hand, and the model'
 TEST_CASE("KVCache in int8 keeps what int8 rows stand for; bytes_used counts one byte per value plus scales") {
     glass::ModelConfig c;
     c.dim = 32; c.n_heads = 4; c.n_kv_heads = 2; c.n_layers = 2; c.seq_len = 8; c.hidden_dim = 64; c.vocab_size = 10;
+    c.head_dim = c.dim / c.n_heads;
     std::mt19937 rng(5);
     const glass::RowMatrix k = glass::fast::random_normal_matrix(3, c.kv_dim(), rng);
     const glass::RowMatrix v = glass::fast::random_normal_matrix(3, c.kv_dim(), rng);
@@ -246,11 +247,11 @@ TEST_CASE("KVCache in int8 keeps what int8 rows stand for; bytes_used counts one
     CHECK(fp32.keys(1, 3) == k);
     for (int r = 0; r < 3; ++r) {
         glass::RowMatrix want = k.row(r);
-        glass::round_kv_row_to_int8(want.data(), c.n_kv_heads, c.head_dim());
+        glass::round_kv_row_to_int8(want.data(), c.n_kv_heads, c.head_dim);
         CHECK(int8.keys(1, 3).row(r) == want);
         CHECK(int8.keys(1, 3).row(r) != k.row(r));
     }
     CHECK(fp32.bytes_used(c) == 3 * 2 * 2 * c.kv_dim() * 4);
-    CHECK(int8.bytes_used(c) == 3 * 2 * 2 * c.n_kv_heads * (c.head_dim() + 4));
+    CHECK(int8.bytes_used(c) == 3 * 2 * 2 * c.n_kv_heads * (c.head_dim + 4));
     CHECK(glass::kv_bytes_per_token(c, glass::KvType::int8) == 2 * 2 * 2 * (8 + 4));
 }

@@ -70,8 +70,8 @@ TEST_CASE("the real model converted to Hugging Face layout gives the same logits
     glass::Model hf = glass::model_from_llama2c_bytes(c, buffer->data(), buffer);
     hf.config.rope_layout = glass::RopeLayout::half_split;
     for (int l = 0; l < c.n_layers; ++l) {
-        const glass::RowMatrix wq = glass::permute_rows_adjacent_to_half_split(original.layers[size_t(l)].wq, c.n_heads, c.head_dim());
-        const glass::RowMatrix wk = glass::permute_rows_adjacent_to_half_split(original.layers[size_t(l)].wk, c.n_kv_heads, c.head_dim());
+        const glass::RowMatrix wq = glass::permute_rows_adjacent_to_half_split(original.layers[size_t(l)].wq, c.n_heads, c.head_dim);
+        const glass::RowMatrix wk = glass::permute_rows_adjacent_to_half_split(original.layers[size_t(l)].wk, c.n_kv_heads, c.head_dim);
         std::memcpy(const_cast<float*>(hf.layers[size_t(l)].wq.data()), wq.data(), sizeof(float) * size_t(wq.size()));
         std::memcpy(const_cast<float*>(hf.layers[size_t(l)].wk.data()), wk.data(), sizeof(float) * size_t(wk.size()));
     }

@@ -161,7 +161,7 @@ struct NamedDrafter {
 std::vector<NamedDrafter> drafters() {
     static const glass::Model tiny = [] {
         glass::ModelConfig c = test::shipped().config;
-        c.dim = 16, c.hidden_dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1;
+        c.dim = 16, c.hidden_dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.head_dim = 8;
         return glass::fast::random_model_in_memory(c, 5);
     }();
     static const glass::Model layers4 = glass::first_layers(test::shipped(), 4);
@@ -522,7 +522,7 @@ TEST_CASE("glass generate --draft: greedy ids unchanged, the --json counts, erro
 
     // A smaller model with the target's vocabulary, from a file: the third kind of draft.
     glass::ModelConfig small = test::shipped().config;
-    small.dim = 32, small.hidden_dim = 64, small.n_layers = 2, small.n_heads = 4, small.n_kv_heads = 2;
+    small.dim = 32, small.hidden_dim = 64, small.n_layers = 2, small.n_heads = 4, small.n_kv_heads = 2, small.head_dim = 8;
     glass::fast::write_random_checkpoint(small, dir + "/small.bin", 3);
     const test::Run with_file = test::run(glass + "--draft " + dir + "/small.bin --draft-k 3");
     REQUIRE(with_file.exit_code == 0);

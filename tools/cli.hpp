@@ -158,5 +158,6 @@ int cmd_serve_bench(int argc, char** argv);  // tools/cmd_serve_bench.cpp
 int cmd_serve(int argc, char** argv);        // tools/cmd_serve.cpp
 int cmd_loadgen(int argc, char** argv);      // tools/cmd_loadgen.cpp
 int cmd_chat(int argc, char** argv);          // tools/cmd_chat.cpp
+int cmd_inspect(int argc, char** argv);       // tools/cmd_inspect.cpp
 
 }  // namespace cli

@@ -11,6 +11,7 @@
 
 #include "cli.hpp"
 #include "glass/checkpoint.hpp"
+#include "glass/formats/model_files.hpp"
 #include "glass/fast/benchmark.hpp"
 #include "glass/fast/fast_session.hpp"
 
@@ -39,12 +40,12 @@ int cmd_bench(int argc, char** argv) {
     const glass::KvType kv = kv_from_flags(flags);
     const bool int8_activations = int8_activations_from_flags(flags, precision);
 
-    const glass::Model model = glass::load_llama2c_checkpoint(flags.get("-m", ""));
+    const glass::Model model = glass::load_model(flags.get("-m", ""));  // llama2.c, GGUF or a folder
     const glass::ModelConfig& c = model.config;
     if (prompt_len + gen > c.seq_len)
         glass::fail("--prompt-len ", prompt_len, " + --gen ", gen, " exceeds the context window of ", c.seq_len);
     auto t0 = std::chrono::steady_clock::now();
-    glass::fast::FastOptions options{threads, weights, false, 512};
+    glass::fast::FastOptions options{.threads = threads, .weights = weights, .prefill_chunk = 512};
     options.kv = kv;
     options.int8_activations = int8_activations;
     options.kernels = flags.get("--kernels", "");

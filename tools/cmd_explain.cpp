@@ -35,7 +35,7 @@ KvRecord measure_kv_cache(const glass::ModelConfig& c, const glass::KVCache& cac
     KvRecord kv{};
     kv.tokens = cache.length();
     // 2 (K and V) · layers · KV heads · head_dim · 4 bytes (fp32) · tokens.
-    kv.formula_bytes = std::int64_t{2} * c.n_layers * c.n_kv_heads * c.head_dim() * 4 * kv.tokens;
+    kv.formula_bytes = std::int64_t{2} * c.n_layers * c.n_kv_heads * c.head_dim * 4 * kv.tokens;
     kv.cache_bytes_used = cache.bytes_used(c);
     kv.cache_bytes_in_rows = 0;
     for (int l = 0; l < c.n_layers; ++l)
@@ -398,7 +398,7 @@ int cmd_explain(int argc, char** argv) {
     const auto tok = glass::Llama2cTokenizer::load(e.tokenizer_path, model.config.vocab_size);
     const glass::ModelConfig& c = model.config;
     e.dim = c.dim, e.hidden_dim = c.hidden_dim, e.n_layers = c.n_layers, e.n_heads = c.n_heads;
-    e.n_kv_heads = c.n_kv_heads, e.head_dim = c.head_dim(), e.vocab_size = c.vocab_size, e.seq_len = c.seq_len;
+    e.n_kv_heads = c.n_kv_heads, e.head_dim = c.head_dim, e.vocab_size = c.vocab_size, e.seq_len = c.seq_len;
     e.decode_steps_requested = decode_steps;
     e.temperature = params.temperature, e.top_p = params.top_p, e.top_k = params.top_k, e.min_p = params.min_p;
     e.seed = flags.number<std::uint64_t>("--seed").value_or(42);

@@ -124,11 +124,14 @@ int cmd_generate(int argc, char** argv) {
     if (max_new && *max_new <= 0)
         throw UsageError("--max-new-tokens must be > 0, got " + std::to_string(*max_new));
 
-    const glass::Model model = glass::load_llama2c_checkpoint(flags.get("-m", kDefaultModel));
-    const std::string tok_path = flags.get("-t", kDefaultTokenizer);
-    const auto tok = glass::Llama2cTokenizer::load(tok_path, model.config.vocab_size);
+    // -m: a llama2.c checkpoint, or a GGUF file whose own vocabulary is the tokenizer (-t overrides).
+    const std::string model_path = flags.get("-m", kDefaultModel);
+    const glass::Model model = glass::load_model(model_path);
+    const std::unique_ptr<glass::Tokenizer> tok_owned =
+        glass::load_model_tokenizer(model_path, model, flags.get("-t", ""), kDefaultTokenizer);
+    const glass::Tokenizer& tok = *tok_owned;
     const std::string prompt = flags.get("-p", "");
-    const int n_prompt = static_cast<int>(tok.encode(prompt, true, false).size());
+    const int n_prompt = static_cast<int>(tok.encode(prompt, tok.adds_bos(), false).size());
     if (n_prompt > model.config.seq_len)  // before anything is printed
         glass::fail("prompt of ", n_prompt, " tokens is longer than the context window of ",
                     model.config.seq_len);

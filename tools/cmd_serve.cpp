@@ -295,7 +295,7 @@ int cmd_serve(int argc, char** argv) {
     if (flags.has("--context") && !flags.has("--shape")) throw UsageError("--context applies to --shape");
     const std::string model_path = flags.has("--shape") ? flags.get("--shape", "") : flags.get("-m", kDefaultModel);
     const glass::Model model = [&] {
-        if (!flags.has("--shape")) return glass::load_llama2c_checkpoint(model_path);
+        if (!flags.has("--shape")) return glass::load_model(model_path);  // llama2.c, GGUF or a folder
         return glass::fast::random_model_in_memory(shape_config_from_flags(flags), /*seed=*/1);
     }();
     // The tokenizer: -t (default the shipped one) when its vocabulary is the model's. A shape's
@@ -303,8 +303,7 @@ int cmd_serve(int argc, char** argv) {
     // serve-bench), and clients send prompts as token ids (a text prompt would be BOS alone).
     std::unique_ptr<glass::Tokenizer> tok_owner;
     if (!flags.has("--shape")) {
-        tok_owner = std::make_unique<glass::Llama2cTokenizer>(
-            glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer), model.config.vocab_size));
+        tok_owner = glass::load_model_tokenizer(model_path, model, flags.get("-t", ""), kDefaultTokenizer);
     } else {
         auto file_tok = glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer));
         if (file_tok.vocab_size() == model.config.vocab_size)

@@ -42,7 +42,7 @@ inline std::function<std::unique_ptr<glass::Drafter>()> drafter_factory(
     if (spec.starts_with("layers:")) {
         keep_alive.push_back(std::make_unique<glass::Model>(glass::first_layers(target, number_after(6))));
     } else {
-        keep_alive.push_back(std::make_unique<glass::Model>(glass::load_llama2c_checkpoint(spec)));
+        keep_alive.push_back(std::make_unique<glass::Model>(glass::load_model(spec)));  // llama2.c, GGUF or a folder
         const glass::Model& draft = *keep_alive.back();
         if (draft.config.vocab_size != target.config.vocab_size)
             glass::fail("--draft ", spec, ": its vocabulary has ", draft.config.vocab_size, " tokens, the target's ",

@@ -43,6 +43,8 @@ const Command kCommands[] = {
      "                 [--precision fp32|fp16|bf16|q8|q4] [--threads N] [--cuda-graph]\n"
      "                 [--kv fp32|int8] [--activations fp32|int8] [--cuda-attention standard|flash]\n"
      "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]\n"
+     "      -m: a llama2.c checkpoint, a .gguf file or a Hugging Face folder (glass inspect MODEL\n"
+     "      says what is in it); a GGUF or a folder brings its own tokenizer (-t overrides it).\n"
      "      -n STEPS counts positions including the prompt (as llama2.c's run.c); default 256.\n"
      "      Defaults: the shipped model and tokenizer, temperature 1.0, top-p 0.9 (run.c's),\n"
      "      seed from the clock. --temperature 0 is greedy. --roofline also measures read\n"
@@ -172,6 +174,12 @@ const Command kCommands[] = {
      "      time, generated tokens/s, requests/s, latency p50/p99 and, with --stream, TTFT and\n"
      "      TPOT p50/p99. --json adds one JSON object as the last line (fields: the top of\n"
      "      tools/cmd_loadgen.cpp). Exit status 1 when any request failed.\n"},
+    {"inspect", cli::cmd_inspect,
+     "  glass inspect MODEL [--json]\n"
+     "      What a model holds, from its headers (a .gguf, a Hugging Face folder or a llama2.c\n"
+     "      .bin): the architecture, every config value and where it came from, the tensors (name,\n"
+     "      type, shape as [rows, cols], bytes), bytes per weight, the embedding table's size (C2),\n"
+     "      KV bytes per token, and the family deltas from Llama 2 the model uses.\n"},
     {"random-model", cli::cmd_random_model,
      "  glass random-model --shape stories15M|stories110M|tinyllama1b -o FILE [--seed S]\n"
      "      A llama2.c checkpoint of that shape with random weights (for benchmarks).\n"},

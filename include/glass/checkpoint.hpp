@@ -44,14 +44,23 @@ namespace glass {
 /// One transformer block's weights. Matrices are [out, in]: y = W x.
 struct LayerWeights {
     ConstVectorMap rms_att;  ///< [dim]            RMSNorm gain before attention
-    ConstMatrixMap wq;       ///< [dim, dim]        x -> queries (all heads side by side)
+    ConstMatrixMap wq;       ///< [q_dim, dim]      x -> queries (all heads side by side)
     ConstMatrixMap wk;       ///< [kv_dim, dim]     x -> keys    (KV heads side by side)
     ConstMatrixMap wv;       ///< [kv_dim, dim]     x -> values
-    ConstMatrixMap wo;       ///< [dim, dim]        concatenated heads -> residual stream
+    ConstMatrixMap wo;       ///< [dim, q_dim]      concatenated heads -> residual stream
     ConstVectorMap rms_ffn;  ///< [dim]            RMSNorm gain before the MLP
     ConstMatrixMap w1;       ///< [hidden, dim]     gate projection
     ConstMatrixMap w2;       ///< [dim, hidden]     down projection
     ConstMatrixMap w3;       ///< [hidden, dim]     up projection
+
+    // Family deltas: empty (size 0) unless the config asks for them (config.hpp says who does).
+    ConstVectorMap bq{nullptr, 0};                   ///< [q_dim]   query bias (qkv_bias: Qwen2)
+    ConstVectorMap bk{nullptr, 0};                   ///< [kv_dim]  key bias
+    ConstVectorMap bv{nullptr, 0};                   ///< [kv_dim]  value bias
+    ConstVectorMap q_norm{nullptr, 0};               ///< [head_dim] per-head gain on q (qk_norm: Qwen3, Gemma 3)
+    ConstVectorMap k_norm{nullptr, 0};               ///< [head_dim] per-head gain on k
+    ConstVectorMap post_attention_norm{nullptr, 0};  ///< [dim] gain on attention's output (sandwich_norms: Gemma)
+    ConstVectorMap post_mlp_norm{nullptr, 0};        ///< [dim] gain on the MLP's output
 };
 
 /// The whole model: shapes plus views of every weight. Owns the mapping; move-only.
@@ -124,8 +133,9 @@ inline ModelConfig parse_llama2c_header(const std::int32_t h[7]) {
     if (c.n_heads % c.n_kv_heads != 0)
         fail("checkpoint header: n_heads ", c.n_heads, " is not a multiple of n_kv_heads ",
              c.n_kv_heads);
-    if (c.head_dim() % 2 != 0)
-        fail("checkpoint header: head_dim ", c.head_dim(), " is odd; RoPE rotates pairs");
+    c.head_dim = c.dim / c.n_heads;
+    if (c.head_dim % 2 != 0)
+        fail("checkpoint header: head_dim ", c.head_dim, " is odd; RoPE rotates pairs");
     return c;
 }
 
@@ -142,7 +152,7 @@ inline std::int64_t llama2c_file_bytes(const ModelConfig& c) {
     per_layer = checked_add(per_layer, checked_mul(h, d, "w1") * 3);     // w1, w2, w3
     floats = checked_add(floats, checked_mul(L, per_layer, "layers"));
     floats = checked_add(floats, d);                                     // rms_final
-    floats = checked_add(floats, checked_mul(c.seq_len, c.head_dim(), "rope tables"));
+    floats = checked_add(floats, checked_mul(c.seq_len, c.head_dim, "rope tables"));
     if (!c.shared_classifier) floats = checked_add(floats, checked_mul(c.vocab_size, d, "wcls"));
     return checked_add(28, checked_mul(floats, 4, "weights"));
 }
@@ -167,7 +177,7 @@ inline Model model_from_llama2c_bytes(const ModelConfig& c, const float* weights
     const float* w2 = p;       p += L * d * h;
     const float* w3 = p;       p += L * h * d;
     m.rms_final = p;           p += d;
-    p += std::int64_t{c.seq_len} * c.head_dim();  // legacy freq_cis_real + freq_cis_imag
+    p += std::int64_t{c.seq_len} * c.head_dim;  // legacy freq_cis_real + freq_cis_imag
     m.classifier = c.shared_classifier ? m.token_embedding : p;
     for (std::int64_t l = 0; l < L; ++l) {
         m.layers.push_back(LayerWeights{

@@ -18,13 +18,17 @@
 
 namespace glass {
 
-inline RowMatrix embed_tokens(const ConstMatrixMap& table, std::span<const int> ids) {
+/// The rows of `table` for `ids`, times `scale` ([n_tokens, dim]). `scale` is 1 for Llama, Qwen,
+/// Mistral; Gemma multiplies by √dim (ModelConfig::embedding_scale), because its table is tied
+/// to the classifier and kept small, while its layers expect a residual stream of norm ~√dim.
+inline RowMatrix embed_tokens(const ConstMatrixMap& table, std::span<const int> ids, float scale = 1.0f) {
     RowMatrix x(static_cast<Eigen::Index>(ids.size()), table.cols());  // [n_tokens, dim]
     for (size_t t = 0; t < ids.size(); ++t) {
         if (ids[t] < 0 || ids[t] >= table.rows())
             fail("token id ", ids[t], " is outside the vocabulary [0, ", table.rows(), ")");
         x.row(static_cast<Eigen::Index>(t)) = table.row(ids[t]);
     }
+    if (scale != 1.0f) x *= scale;
     return x;
 }
 

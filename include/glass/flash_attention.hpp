@@ -74,6 +74,9 @@ inline std::int64_t naive_score_bytes(int n_heads, std::int64_t n_q, std::int64_
 inline RowMatrix flash_attention(const RowMatrix& q, const Eigen::Ref<const RowMatrix>& keys,
                                  const Eigen::Ref<const RowMatrix>& values, int start_pos, const AttentionShape& s,
                                  float scale, FlashTiles tiles = {}, FlashCounts* counts = nullptr) {
+    if (s.window != 0 || s.logit_softcap != 0.0f)
+        fail("flash attention: a sliding window (", s.window, ") or score soft-cap (", s.logit_softcap,
+             ") is not implemented here; causal_attention has both");
     if (s.n_kv_heads < 1 || s.n_heads % s.n_kv_heads != 0)
         fail("attention: n_heads ", s.n_heads, " is not a multiple of n_kv_heads ", s.n_kv_heads);
     if (keys.rows() != start_pos + q.rows() || values.rows() != keys.rows())

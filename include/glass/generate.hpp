@@ -258,13 +258,13 @@ inline GenerateResult generate_from_ids(Session& session, const Tokenizer& token
     return r;
 }
 
-/// The whole request: encode the prompt (BOS first), then generate_from_ids(). Timings include
+/// The whole request: encode the prompt (BOS first when the tokenizer says so), then generate_from_ids(). Timings include
 /// the tokenization.
 inline GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::string_view prompt,
                                const GenerateOptions& options,
                                const std::function<void(std::string_view)>& on_text = {}) {
     const auto t0 = std::chrono::steady_clock::now();  // the request starts: every timing is measured from here
-    return generate_from_ids(session, tokenizer, tokenizer.encode(prompt, /*add_bos=*/true, /*add_eos=*/false),
+    return generate_from_ids(session, tokenizer, tokenizer.encode(prompt, tokenizer.adds_bos(), /*add_eos=*/false),
                              options, on_text, t0);
 }
 

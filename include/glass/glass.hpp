@@ -34,6 +34,9 @@
 #include "glass/formats/gguf.hpp"
 #include "glass/formats/gguf_vocab.hpp"
 #include "glass/formats/gguf_export.hpp"
+#include "glass/formats/gguf_model.hpp"    // a model from a GGUF file: config, tensors, ggml types
+#include "glass/formats/hf_model.hpp"      // a model from a Hugging Face folder: config.json + safetensors
+#include "glass/formats/model_files.hpp"   // -m MODEL: llama2.c, GGUF; the model's own tokenizer
 #include "glass/formats/bpe_train_file.hpp"
 
 // 2.-6. The forward pass, stage by stage, then assembled.

@@ -78,13 +78,13 @@ inline void round_kv_row_to_int8(float* x, int n_kv_heads, int head_dim) {
 inline std::int64_t check_kv_cache_fits(const ModelConfig& c, std::int64_t positions, int bytes_per_value,
                                         const char* what) {
     std::int64_t bytes = 2 * std::int64_t{bytes_per_value};
-    const std::int64_t factors[] = {c.n_layers, positions, c.n_kv_heads, c.head_dim()};
+    const std::int64_t factors[] = {c.n_layers, positions, c.n_kv_heads, c.head_dim};
     bool overflow = false;
     for (std::int64_t f : factors) overflow = overflow || f < 0 || __builtin_mul_overflow(bytes, f, &bytes);
     const std::string what_needs = std::string("the KV cache for the ") + what;
     const std::string how = " (2 x n_layers " + std::to_string(c.n_layers) + " x " + std::to_string(positions) +
                             " positions x n_kv_heads " + std::to_string(c.n_kv_heads) + " x head_dim " +
-                            std::to_string(c.head_dim()) + " x " + std::to_string(bytes_per_value) + " bytes)";
+                            std::to_string(c.head_dim) + " x " + std::to_string(bytes_per_value) + " bytes)";
     if (overflow) fail(what_needs, " needs more than 8 EiB", how);
     check_fits_in_memory(bytes, what_needs, how);
     return bytes;
@@ -126,7 +126,7 @@ public:
           capacity_(c.seq_len),
           type_(type),
           n_kv_heads_(c.n_kv_heads),
-          head_dim_(c.head_dim()) {}
+          head_dim_(c.head_dim) {}
 
     KvType type() const { return type_; }
 

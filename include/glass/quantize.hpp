@@ -195,12 +195,13 @@ inline RowMatrix quantized_matmul(const Eigen::Ref<const RowMatrix>& x, const Qu
 /// reads one row per token; the fast path keeps it fp32 too) and so do the norm gains. Running
 /// the plain forward pass on it computes what a quantized kernel computes, up to fp32 rounding.
 inline Model quantized_model(const Model& model, QuantFormat format) {
+    require_llama2_architecture(model.config, "quantized_model");
     ModelConfig c = model.config;
     c.shared_classifier = false;  // the classifier is quantized, the embedding is not
     const std::int64_t L = c.n_layers, d = c.dim, kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
     auto floats = std::make_shared<std::vector<float>>();
     floats->reserve(static_cast<std::size_t>(2 * V * d + L * (2 * d + 2 * d * d + 2 * kv * d + 3 * h * d) + d +
-                                             c.seq_len * c.head_dim()));
+                                             c.seq_len * c.head_dim));
     auto put = [&](const float* p, std::int64_t n) { floats->insert(floats->end(), p, p + n); };
     auto put_quantized = [&](const float* p, std::int64_t rows, std::int64_t cols) {
         const RowMatrix w = dequantize(quantize(p, static_cast<int>(rows), static_cast<int>(cols), format));
@@ -217,7 +218,7 @@ inline Model quantized_model(const Model& model, QuantFormat format) {
     for (const auto& l : model.layers) put_quantized(l.w2.data(), d, h);
     for (const auto& l : model.layers) put_quantized(l.w3.data(), h, d);
     put(model.rms_final, d);
-    floats->resize(floats->size() + static_cast<std::size_t>(c.seq_len * c.head_dim()), 0.0f);  // legacy RoPE tables
+    floats->resize(floats->size() + static_cast<std::size_t>(c.seq_len * c.head_dim), 0.0f);  // legacy RoPE tables
     put_quantized(model.classifier, V, d);
     const float* data = floats->data();
     return model_from_llama2c_bytes(c, data, std::move(floats));

@@ -36,6 +36,9 @@ public:
     virtual int vocab_size() const = 0;
     virtual int bos_id() const = 0;  // -1 when the vocabulary has none
     virtual int eos_id() const = 0;
+    // Whether a prompt starts with BOS (generate() asks): true for Llama 2 and the shipped model;
+    // a GGUF says so in tokenizer.ggml.add_bos_token (Qwen: false).
+    virtual bool adds_bos() const { return bos_id() >= 0; }
     // Text that spells a special token ("<|endoftext|>") is ordinary text here: encoding user
     // text never produces a special token.
     virtual std::vector<int> encode(std::string_view text, bool add_bos, bool add_eos) const = 0;

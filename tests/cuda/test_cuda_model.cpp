@@ -294,7 +294,7 @@ TEST_CASE("int8 KV cache: CudaSession equals CpuSession's int8 cache, stream, na
         CHECK(gpu.kv_bytes_used() == glass::kv_bytes_per_token(c, glass::KvType::int8) * gpu.position());
         CHECK(gpu.kv_bytes_used() == cpu.kv_bytes_used());
         // (head_dim + 4) / (4 head_dim) of fp32's bytes: 12 / 32 at this model's head_dim of 8.
-        CHECK(gpu.kv_bytes_used() * 4 * c.head_dim() == gpu.position() * c.kv_bytes_per_token() * (c.head_dim() + 4));
+        CHECK(gpu.kv_bytes_used() * 4 * c.head_dim == gpu.position() * c.kv_bytes_per_token() * (c.head_dim + 4));
         MESSAGE("int8 KV cache, CUDA vs CPU: worst logit error " << run.worst_logit_error);
         if (v.graph) CHECK(gpu.decode_graph_nodes() >= std::size_t(12 * c.n_layers));  // captured, then replayed
         if (!v.naive_decode && !v.graph) {  // the rounding really happens

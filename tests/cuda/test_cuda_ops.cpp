@@ -10,7 +10,7 @@
 //   the CPU run on the *same rounded weights* (round trip on the device), so the kernels are held
 //   to the same 1e-5; what rounding itself costs is measured at model level (test_cuda_model).
 //   Token outputs (argmax, sampling) must match exactly. The int8 KV cache's writes
-//   (kv_write_int8, paged_kv_write_int8) must give glass::quantize_kv_row's integers and scales
+//   (kv_write_int8, kv_write_rows_int8 through a batch's slots) must give glass::quantize_kv_row's integers and scales
 //   exactly; attention over int8 K/V + scales is held to 1e-5 against causal_attention over the
 //   dequantized K/V (the same fp32 values on both sides).
 //
@@ -664,6 +664,7 @@ void add_kv_cache(std::vector<Case>& cases) {
                      [](Rng& rng) {
         glass::ModelConfig c;
         c.dim = 24; c.n_heads = 4; c.n_kv_heads = 2; c.n_layers = 3; c.seq_len = 40; c.hidden_dim = 8; c.vocab_size = 4;
+        c.head_dim = c.dim / c.n_heads;
         glass::KVCache cpu(c);
         gc::DeviceKVCache gpu(c);
         double bad = 0;
@@ -748,6 +749,7 @@ void add_kv_cache(std::vector<Case>& cases) {
                      false, [](Rng& rng) {
         glass::ModelConfig c;
         c.dim = 160; c.n_heads = 4; c.n_kv_heads = 2; c.n_layers = 2; c.seq_len = 20; c.hidden_dim = 8; c.vocab_size = 4;
+        c.head_dim = c.dim / c.n_heads;
         glass::KVCache cpu(c, glass::KvType::int8);
         gc::DeviceKVCache gpu(c, glass::KvType::int8);
         double bad = gpu.type() != glass::KvType::int8;
@@ -762,7 +764,7 @@ void add_kv_cache(std::vector<Case>& cases) {
                 RowMatrix got(n, c.kv_dim());
                 for (int r = 0; r < n; ++r)
                     glass::dequantize_kv_row(q.data() + std::size_t(r) * c.kv_dim(), scales.data() + std::size_t(r) * c.n_kv_heads,
-                                             c.n_kv_heads, c.head_dim(), got.row(r).data());
+                                             c.n_kv_heads, c.head_dim, got.row(r).data());
                 bad += relative_error(std::span<const float>(got.data(), std::size_t(got.size())),
                                       RowMatrix(which ? cpu.values(l, n) : cpu.keys(l, n)));
             }
@@ -968,7 +970,7 @@ std::vector<float> gpu_paged_attention(PagedBatch& b, std::span<const glass::ser
                                        bool int8 = false) {
     const gc::PagedStep step = gc::plan_step(entries, b.block_size);
     gc::DeviceBuffer ints = gc::to_device(std::span<const int>(step.ints));
-    const gc::PagedRows rows = step.rows(ints.i32());
+    const gc::RowPlacement rows = step.rows(ints.i32());
     gc::DeviceBuffer d_q = to_device(q), keys = to_device(b.keys), values = to_device(b.values);
     gc::KvRows pool_keys = gc::KvRows::fp32(keys.f32()), pool_values = gc::KvRows::fp32(values.f32());
     Int8Kv k8, v8;
@@ -985,13 +987,13 @@ std::vector<float> gpu_paged_attention(PagedBatch& b, std::span<const glass::ser
     const float scale = 1.0f / std::sqrt(float(d.head_dim));
     switch (which) {
     case gc::PagedAttention::naive:
-        gc::paged_attention_naive(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
+        gc::attention_rows_naive(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
         break;
     case gc::PagedAttention::per_row:
-        gc::paged_attention(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
+        gc::attention_rows(d_q.f32(), pool_keys, pool_values, rows, d, scale, scores.f32(), out.f32());
         break;
     case gc::PagedAttention::flash:  // no scores: `scores` stays poisoned and unused
-        gc::paged_flash_attention(d_q.f32(), pool_keys, pool_values, rows, d, scale, out.f32());
+        gc::attention_rows_flash(d_q.f32(), pool_keys, pool_values, rows, d, scale, out.f32());
         break;
     }
     return gc::to_host(out.f32(), std::size_t(step.n_rows) * q.cols());
@@ -1011,7 +1013,7 @@ const PagedShape kPagedShapes[] = {
 
 void add_paged(std::vector<Case>& cases) {
     for (int block_size : {1, 16, 5, 7})
-        cases.push_back({fmt("paged_kv_write(block=%d, ragged rows, kv_dim=96; whole pool exact)", block_size), 0.0,
+        cases.push_back({fmt("kv_write_rows(batch, block=%d, ragged rows, kv_dim=96; whole pool exact)", block_size), 0.0,
                          false, [block_size](Rng& rng) {
             const int kv_dim = 96;
             PagedBatch b = make_paged_batch(rng, block_size, kPagedShapes[2].spans, 0, kv_dim);
@@ -1021,7 +1023,7 @@ void add_paged(std::vector<Case>& cases) {
             RowMatrix pool_k = random_matrix(rng, b.num_blocks * block_size, kv_dim), pool_v = pool_k * 2.0f;
             gc::DeviceBuffer d_pool_k = to_device(pool_k), d_pool_v = to_device(pool_v);
             gc::DeviceBuffer d_k = to_device(k), d_v = to_device(v);
-            gc::paged_kv_write(d_pool_k.f32(), d_pool_v.f32(), d_k.f32(), d_v.f32(), kv_dim, step.rows(ints.i32()));
+            gc::kv_write_rows(d_pool_k.f32(), d_pool_v.f32(), d_k.f32(), d_v.f32(), kv_dim, step.rows(ints.i32()));
             // The CPU: PagedKVPool::write's rule, row by row (every other pool row unchanged).
             Eigen::Index r = 0;
             for (std::size_t e = 0; e < b.entries.size(); ++e)
@@ -1074,9 +1076,9 @@ void add_paged(std::vector<Case>& cases) {
                 return relative_error(gpu, cpu_paged_attention(b, q, d));  // b's pool is now the dequantized one
             }});
         }
-    // paged_kv_write_int8 against quantize_kv_row through the slots: the whole int8 pool and its
+    // kv_write_rows_int8 against quantize_kv_row through the slots: the whole int8 pool and its
     // scales exactly (value: how many differ); rows no slot names keep their NaN scales.
-    cases.push_back({"paged_kv_write_int8(block=7, ragged rows, kv_heads=3, head_dim=40; whole pool exact)", 0.0, false,
+    cases.push_back({"kv_write_rows_int8(batch, block=7, ragged rows, kv_heads=3, head_dim=40; whole pool exact)", 0.0, false,
                      [](Rng& rng) {
         const int block_size = 7, kv_heads = 3, head_dim = 40, kv_dim = kv_heads * head_dim;
         PagedBatch b = make_paged_batch(rng, block_size, kPagedShapes[2].spans, 0, kv_dim);
@@ -1087,7 +1089,7 @@ void add_paged(std::vector<Case>& cases) {
         const std::size_t values = std::size_t(pool_rows) * kv_dim, scales = std::size_t(pool_rows) * kv_heads;
         gc::DeviceBuffer d_keys(values), d_values(values), d_key_scales = poisoned(scales),
             d_value_scales = poisoned(scales), d_k = to_device(k), d_v = to_device(v);
-        gc::paged_kv_write_int8(static_cast<std::int8_t*>(d_keys.data()), d_key_scales.f32(),
+        gc::kv_write_rows_int8(static_cast<std::int8_t*>(d_keys.data()), d_key_scales.f32(),
                                 static_cast<std::int8_t*>(d_values.data()), d_value_scales.f32(), d_k.f32(), d_v.f32(),
                                 kv_heads, head_dim, step.rows(ints.i32()));
         double differ = 0;

@@ -109,7 +109,7 @@ inline double prefill_flops(const ModelConfig& c, int n) {
     const double d = c.dim, kv = c.kv_dim(), h = c.hidden_dim;
     const double per_layer_weights = 2 * d * d + 2 * kv * d + 3 * h * d;
     const double pairs = static_cast<double>(n) * (n + 1) / 2;  // Σ visible keys over positions
-    return c.n_layers * (2 * per_layer_weights * n + 4.0 * c.n_heads * c.head_dim() * pairs) +
+    return c.n_layers * (2 * per_layer_weights * n + 4.0 * c.n_heads * c.head_dim * pairs) +
            2.0 * c.vocab_size * d;
 }
 

@@ -73,6 +73,9 @@ inline void transpose_keys_tiled(const float* keys, long ldkv, int n_k, int n_kv
 }
 
 inline void check_flash_arguments(int n_q, int start_pos, const AttentionShape& s, FlashTiles tiles) {
+    if (s.window != 0 || s.logit_softcap != 0.0f)
+        fail("flash attention: a sliding window (", s.window, ") or score soft-cap (", s.logit_softcap,
+             ") is not implemented in the fast path yet");
     if (s.n_kv_heads < 1 || s.n_heads % s.n_kv_heads != 0 || s.head_dim < 1)
         fail("attention: n_heads ", s.n_heads, " is not a multiple of n_kv_heads ", s.n_kv_heads);
     if (tiles.q < 1 || tiles.k < 1) fail("flash attention: tile sizes must be >= 1, got ", tiles.q, " x ", tiles.k);

@@ -89,6 +89,7 @@ public:
     FastModel(const Model& model, FastOptions options, SingleRow single_row)
         : model_(model), c_(model.config), options_(options), single_row_(single_row),
           pool_(options.threads), k_(kernels_for(options)) {
+        require_llama2_architecture(c_, "the fast CPU path");
         if (options.prefill_chunk < 1) fail("prefill chunk ", options.prefill_chunk, " must be ≥ 1");
         if (options.int8_activations && !is_quantized(options.weights))
             fail("int8 activations multiply q8 or q4 weights' integers; the weights are ", to_string(options.weights));
@@ -225,7 +226,7 @@ public:
 
     // Rotates one row [heads · head_dim] at position `pos` by the tabulated angles.
     void rope(float* v, int heads, int pos) const {
-        const int hd = c_.head_dim(), half = hd / 2;
+        const int hd = c_.head_dim, half = hd / 2;
         const bool adjacent = c_.rope_layout == RopeLayout::adjacent_pairs;
         const float* cs = rope_cos_.data() + std::int64_t{pos} * half;
         const float* sn = rope_sin_.data() + std::int64_t{pos} * half;
@@ -254,7 +255,7 @@ public:
     // q, out: the row's [heads · head_dim]; scores: [heads in the range][visible].
     void attend(const float* q, const float* keys, const float* values, const int* table, int block_size,
                 int visible, int g0, int g1, float* scores, float* out, const Int8Rows* int8 = nullptr) const {
-        const int hd = c_.head_dim(), kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head(), G = c_.n_kv_heads;
+        const int hd = c_.head_dim, kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head(), G = c_.n_kv_heads;
         const int h0 = g0 * group;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         // Calls f(first position, positions, their rows, KV head g) for every run of rows: a block,
@@ -346,12 +347,12 @@ private:
 
     // cos/sin of pos · θ^(−2i/head_dim), computed exactly as rope.hpp does, once.
     void tabulate_rope() {
-        const int half = c_.head_dim() / 2;
+        const int half = c_.head_dim / 2;
         rope_cos_.resize(static_cast<size_t>(c_.seq_len) * static_cast<size_t>(half));
         rope_sin_.resize(rope_cos_.size());
         for (int pos = 0; pos < c_.seq_len; ++pos)
             for (int i = 0; i < half; ++i) {
-                const float angle = static_cast<float>(pos) * rope_frequency(i, c_.head_dim(), c_.rope_theta);
+                const float angle = static_cast<float>(pos) * rope_frequency(i, c_.head_dim, c_.rope_theta);
                 rope_cos_[static_cast<size_t>(pos) * half + i] = std::cos(angle);
                 rope_sin_[static_cast<size_t>(pos) * half + i] = std::sin(angle);
             }

@@ -126,7 +126,7 @@ private:
     // One thread's scratch: n_heads x seq_len attention weights, then with an int8 pool a run of
     // dequantized rows (Int8Rows::scratch). Checked: a header's seq_len can be 4M.
     static std::int64_t scratch_floats_per_thread(const ModelConfig& c, bool int8, int threads) {
-        const std::int64_t floats = std::int64_t{c.n_heads} * c.seq_len + (int8 ? std::int64_t{kInt8Run} * c.head_dim() : 0);
+        const std::int64_t floats = std::int64_t{c.n_heads} * c.seq_len + (int8 ? std::int64_t{kInt8Run} * c.head_dim : 0);
         check_fits_in_memory(floats * 4 * threads, "the attention scores (threads x n_heads x seq_len floats)");
         return floats;  // < 2^10 x 2^22 + 2^5 x 2^16, times < 2^8 threads
     }
@@ -196,8 +196,8 @@ private:
             m_.rope(k, c_.n_kv_heads, row.pos);
             const std::int64_t slot = serve::pool_row(batch_[size_t(row.entry)].block_table, block_size_, row.pos);
             if (int8_) {
-                quantize_kv_row(k, G, c_.head_dim(), key_q(layer) + slot * kv_dim, key_scales(layer) + slot * G);
-                quantize_kv_row(v, G, c_.head_dim(), value_q(layer) + slot * kv_dim, value_scales(layer) + slot * G);
+                quantize_kv_row(k, G, c_.head_dim, key_q(layer) + slot * kv_dim, key_scales(layer) + slot * G);
+                quantize_kv_row(v, G, c_.head_dim, value_q(layer) + slot * kv_dim, value_scales(layer) + slot * G);
                 return;
             }
             std::memcpy(keys(layer) + slot * kv_dim, k, sizeof(float) * static_cast<size_t>(kv_dim));

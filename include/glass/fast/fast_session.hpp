@@ -168,7 +168,7 @@ private:
     }
     std::int64_t scores_per_thread() const {
         const bool int8 = m_.options().kv == KvType::int8;
-        return (score_floats() + (int8 ? std::int64_t{kInt8Run} * c_.head_dim() : 0) + 15) / 16 * 16;
+        return (score_floats() + (int8 ? std::int64_t{kInt8Run} * c_.head_dim : 0) + 15) / 16 * 16;
     }
     // FlashAttention with an fp32 cache keeps every layer's key tiles, so that each prompt chunk
     // transposes only its own new keys (not all keys so far, for every chunk of a long prompt: a
@@ -176,7 +176,7 @@ private:
     // layer's tiles are refilled per chunk instead.
     bool kept_tiles() const { return m_.options().flash_attention && m_.options().kv == KvType::fp32; }
     std::int64_t tiles_per_layer() const {
-        return tiled_keys_head_stride(c_.seq_len, c_.head_dim(), kFlashTiles.k) * c_.n_kv_heads;
+        return tiled_keys_head_stride(c_.seq_len, c_.head_dim, kFlashTiles.k) * c_.n_kv_heads;
     }
     std::int64_t keys_t_floats() const {  // Kᵀ [kv_dim][seq_len], or in FlashAttention's key tiles
         if (!m_.options().flash_attention) return std::int64_t{c_.kv_dim()} * c_.seq_len;
@@ -184,7 +184,7 @@ private:
     }
     std::int64_t flash_scratch() const {
         if (!m_.options().flash_attention) return 0;
-        return static_cast<std::int64_t>(flash_scratch_floats(m_.threads(), c_.head_dim(), kFlashTiles));
+        return static_cast<std::int64_t>(flash_scratch_floats(m_.threads(), c_.head_dim, kFlashTiles));
     }
 
     // ---- the forward pass ------------------------------------------------------------------
@@ -234,7 +234,7 @@ private:
     //   P = softmax of each row over its own visible keys; later keys (causal mask) get 0
     //   att_block = P V_g                 [rows, head_dim]
     void prefill_attention(int layer, int n, int start) {
-        const int hd = c_.head_dim(), kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head();
+        const int hd = c_.head_dim, kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head();
         const int total = start + n, ld = c_.seq_len;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         const float* keys = layer_keys(layer);
@@ -298,7 +298,7 @@ private:
     // into the buffer, the new ones included: what the reference's int8 KVCache holds. Threads
     // split the rows.
     void store_int8(int l, int start, int n) {
-        const int kv_dim = c_.kv_dim(), g = c_.n_kv_heads, hd = c_.head_dim();
+        const int kv_dim = c_.kv_dim(), g = c_.n_kv_heads, hd = c_.head_dim;
         const std::int64_t base = std::int64_t{l} * c_.seq_len;
         auto store = [&](int r) {  // buffer row r -> the int8 store
             const std::int64_t row = base + r;

@@ -82,7 +82,10 @@ inline std::string cpu_feature_list() {
 #else
     std::string out;
     for (const char* f : {"avx2", "fma", "f16c", "avxvnni", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vnni"})
-        if (cpu_supports(f)) out += (out.empty() ? "" : " ") + std::string(f);
+        if (cpu_supports(f)) {
+            if (!out.empty()) out += ' ';
+            out += f;
+        }
     return out.empty() ? "none of avx2/fma/f16c/avx512" : out;
 #endif
 }

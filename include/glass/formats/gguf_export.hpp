@@ -86,6 +86,7 @@ struct GgufBytes {
 /// Writes `model` to `path` as GGUF with every matrix in `type` (norm gains in f32).
 inline void write_gguf(const Model& model, GgufTensorType type, const std::string& path) {
     const ModelConfig& c = model.config;
+    require_llama2_architecture(c, "GGUF export");
     const std::int64_t d = c.dim, kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
     if (V < 259) fail("GGUF export: the placeholder vocabulary needs at least 259 tokens, the model has ", V);
 
@@ -135,7 +136,7 @@ inline void write_gguf(const Model& model, GgufTensorType type, const std::strin
     head.key_u32("llama.embedding_length", static_cast<std::uint32_t>(d));
     head.key_u32("llama.block_count", static_cast<std::uint32_t>(c.n_layers));
     head.key_u32("llama.feed_forward_length", static_cast<std::uint32_t>(h));
-    head.key_u32("llama.rope.dimension_count", static_cast<std::uint32_t>(c.head_dim()));
+    head.key_u32("llama.rope.dimension_count", static_cast<std::uint32_t>(c.head_dim));
     head.key_u32("llama.attention.head_count", static_cast<std::uint32_t>(c.n_heads));
     head.key_u32("llama.attention.head_count_kv", static_cast<std::uint32_t>(c.n_kv_heads));
     head.key_f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);

@@ -103,6 +103,7 @@ inline std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
         v.whole_word_first = pre == "llama3" || pre == "llama-bpe";  // llama.cpp's ignore_merges
         v.bos_id = id_or("tokenizer.ggml.bos_token_id", -1);
         v.eos_id = id_or("tokenizer.ggml.eos_token_id", -1);
+        v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", false);  // llama.cpp's default for BPE
         return std::make_unique<ByteLevelBpe>(std::move(v));
     }
     if (model == "llama") {
@@ -119,6 +120,7 @@ inline std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
         v.unk_id = id_or("tokenizer.ggml.unknown_token_id", 0);
         v.bos_id = id_or("tokenizer.ggml.bos_token_id", 1);
         v.eos_id = id_or("tokenizer.ggml.eos_token_id", 2);
+        v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", true);  // llama.cpp's default for SentencePiece
         return std::make_unique<SentencePieceBpe>(std::move(v));
     }
     fail("GGUF file '", path, "': tokenizer model '", model,

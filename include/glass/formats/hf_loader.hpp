@@ -139,6 +139,9 @@ inline std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
             return it == text_to_id.end() ? -1 : it->second;
         };
         int bos = id_of(config_token(config, "bos_token"));
+        // Whether a prompt starts with BOS: tokenizer_config.json's add_bos_token (Qwen: false).
+        const bool add_bos = !(config.is_object() && config.contains("add_bos_token") &&
+                               config["add_bos_token"].is_boolean() && !config["add_bos_token"].get<bool>());
         int eos = id_of(config_token(config, "eos_token"));
         if (eos < 0) eos = id_of("<|endoftext|>");
 
@@ -188,6 +191,7 @@ inline std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
             v.nfc = nfc;
             v.bos_id = bos;
             v.eos_id = eos;
+            v.add_bos = add_bos;
             return std::make_unique<ByteLevelBpe>(std::move(v));
         }
         if (metaspace || replaces_space || model.value("byte_fallback", false)) {
@@ -211,6 +215,7 @@ inline std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
             v.unk_id = unk.is_string() ? id_of(unk.get<std::string>()) : -1;
             v.bos_id = bos;
             v.eos_id = eos;
+            v.add_bos = add_bos;
             return std::make_unique<SentencePieceBpe>(std::move(v));
         }
         fail(where, ": neither a ByteLevel nor a SentencePiece-style (Metaspace / ▁ / byte_fallback) BPE");

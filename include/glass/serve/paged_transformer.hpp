@@ -8,16 +8,16 @@
 ///   row r    belongs to entry e(r), at position pos(r)
 ///   x = embedding rows
 ///   per layer:
-///     q, k, v = rmsnorm(x) Wqᵀ, Wkᵀ, Wvᵀ     row by row             [N, dim], [N, kv_dim]
+///     q, k, v = rmsnorm(x) Wqᵀ, Wkᵀ, Wvᵀ     row by row             [N, q_dim], [N, kv_dim]
 ///     rotate row r of q and k by pos(r)
 ///     write k, v row r into the pool row of (e(r), pos(r))
 ///     att row r = attention of q row r over positions 0..pos(r) of e(r)   (causal, per entry)
 ///     x += att Woᵀ;  x += MLP(rmsnorm(x))        row by row
 ///   logits = rmsnorm(x[last row of e]) Wclsᵀ   for each entry that wants them
 ///
-/// Every product here is done one row at a time, with the same calls transformer.hpp makes for
-/// one decoded token. That costs speed (the fast path does the batch in one pass over the
-/// weights) and buys batch invariance: what a token gets never depends on who else is in the
+/// The layers are transformer.hpp's own transformer_block (one body for both), through PagedKv,
+/// with every product done one row at a time, as transformer.hpp computes one decoded token.
+/// That costs speed (the fast path does the batch in one pass over the weights) and buys batch invariance: what a token gets never depends on who else is in the
 /// batch, how its prompt was cut into chunks, or whether its prefix came from the cache. So the
 /// engine's output equals a request run alone, bit for bit, and tests can demand exactly that.
 ///
@@ -32,15 +32,11 @@
 #include <span>
 #include <vector>
 
-#include "glass/attention.hpp"
 #include "glass/checkpoint.hpp"
-#include "glass/embedding.hpp"
 #include "glass/kv_cache.hpp"
-#include "glass/mlp.hpp"
-#include "glass/rmsnorm.hpp"
-#include "glass/rope.hpp"
 #include "glass/serve/paged_backend.hpp"
 #include "glass/tensor.hpp"
+#include "glass/transformer.hpp"
 
 namespace glass::serve {
 
@@ -50,7 +46,7 @@ public:
     PagedKVPool() = default;
     PagedKVPool(const ModelConfig& c, int num_blocks, int block_size, KvType type = KvType::fp32)
         : num_blocks_(num_blocks), block_size_(block_size), type_(type), n_kv_heads_(c.n_kv_heads),
-          head_dim_(c.head_dim()) {
+          head_dim_(c.head_dim) {
         if (num_blocks < 1 || block_size < 1) fail("KV pool of ", num_blocks, " blocks of ", block_size, " positions");
         check_kv_cache_fits(c, std::int64_t{num_blocks} * block_size, sizeof(float), "KV pool");
         const Eigen::Index rows = static_cast<Eigen::Index>(num_blocks) * block_size;
@@ -104,82 +100,41 @@ private:
 };
 
 
-/// y = x Wᵀ computed row by row ([n, in] -> [n, out]): each row exactly as a lone decoded token's.
-template <typename W>
-RowMatrix rowwise_product(const RowMatrix& x, const W& w) {
-    RowMatrix y(x.rows(), w.rows());
-    for (Eigen::Index r = 0; r < x.rows(); ++r) {
-        const RowMatrix row = x.row(r);  // [1, in], as transformer.hpp holds a decoded token
-        y.row(r) = row * w.transpose();
+/// The pool blocks of the batch's sequences, as transformer_block reads and writes them:
+/// sequence s is batch entry s, whose block table maps its positions to pool rows.
+struct PagedKv {
+    PagedKVPool& pool;
+    std::span<const BatchEntry> batch;
+    void write(int layer, int s, int start, const RowMatrix& k, const RowMatrix& v) {
+        const std::span<const int> table = batch[static_cast<size_t>(s)].block_table;
+        for (Eigen::Index i = 0; i < k.rows(); ++i)
+            pool.write(layer, table, start + static_cast<int>(i), k.row(i), v.row(i));
     }
-    return y;
-}
+    RowMatrix keys(int layer, int s, int n) const { return pool.gather_keys(layer, batch[static_cast<size_t>(s)].block_table, n); }
+    RowMatrix values(int layer, int s, int n) const { return pool.gather_values(layer, batch[static_cast<size_t>(s)].block_table, n); }
+};
 
-/// One forward pass over the batch; returns logits [n_rows, vocab] for the rows append_logit_rows names.
+/// One forward pass over the batch; returns logits [n_rows, vocab] for the rows append_logit_rows
+/// names. The layers are transformer.hpp's transformer_block, row by row (RowOrder::row_by_row).
 inline std::vector<float> paged_forward(const Model& m, PagedKVPool& pool, std::span<const BatchEntry> batch) {
-    const ModelConfig& c = m.config;
-    check_batch(c, batch, pool.num_blocks(), pool.block_size());
+    check_batch(m.config, batch, pool.num_blocks(), pool.block_size());
 
-    // Which entry and position each stacked row belongs to.
-    std::vector<int> ids, entry_of, pos_of;
-    for (size_t e = 0; e < batch.size(); ++e)
-        for (size_t t = 0; t < batch[e].tokens.size(); ++t) {
-            ids.push_back(batch[e].tokens[t]);
-            entry_of.push_back(static_cast<int>(e));
-            pos_of.push_back(batch[e].start + static_cast<int>(t));
-        }
-    const Eigen::Index N = static_cast<Eigen::Index>(ids.size());
-    const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim()};
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-
-    RowMatrix x = embed_tokens(m.embedding_table(), ids);  // [N, dim]
-    for (int l = 0; l < c.n_layers; ++l) {
-        const LayerWeights& w = m.layers[static_cast<size_t>(l)];
-        const RowMatrix xn = rmsnorm(x, w.rms_att, c.norm_eps);
-        RowMatrix q = rowwise_product(xn, w.wq);  // [N, dim]
-        RowMatrix k = rowwise_product(xn, w.wk);  // [N, kv_dim]
-        const RowMatrix v = rowwise_product(xn, w.wv);
-        for (Eigen::Index r = 0; r < N; ++r) {
-            RowMatrix qr = q.row(r), kr = k.row(r);  // one position each
-            apply_rope(qr, c.n_heads, c.head_dim(), pos_of[size_t(r)], c.rope_theta, c.rope_layout);
-            apply_rope(kr, c.n_kv_heads, c.head_dim(), pos_of[size_t(r)], c.rope_theta, c.rope_layout);
-            q.row(r) = qr;
-            pool.write(l, batch[size_t(entry_of[size_t(r)])].block_table, pos_of[size_t(r)], kr, v.row(r));
-        }
-        // Attention: each entry reads its own blocks; each row sees positions 0..pos(r).
-        RowMatrix att(N, c.dim);
-        Eigen::Index r = 0;
-        for (const BatchEntry& e : batch) {
-            const int end = e.start + static_cast<int>(e.tokens.size());
-            const RowMatrix keys = pool.gather_keys(l, e.block_table, end);      // [end, kv_dim]
-            const RowMatrix values = pool.gather_values(l, e.block_table, end);  // [end, kv_dim]
-            for (int pos = e.start; pos < end; ++pos, ++r) {
-                const RowMatrix qr = q.row(r);
-                att.row(r) = causal_attention(qr, keys.topRows(pos + 1), values.topRows(pos + 1), pos, shape, scale);
-            }
-        }
-        x += rowwise_product(att, w.wo);
-        const RowMatrix xn2 = rmsnorm(x, w.rms_ffn, c.norm_eps);
-        for (Eigen::Index i = 0; i < N; ++i) {
-            const RowMatrix row = xn2.row(i);
-            x.row(i) += swiglu_mlp(row, w.w1, w.w2, w.w3);
-        }
+    // Which rows belong to which entry, and at which positions.
+    std::vector<int> ids;
+    std::vector<SequenceRows> seqs;
+    for (const BatchEntry& e : batch) {
+        seqs.push_back({.first = static_cast<int>(ids.size()), .count = static_cast<int>(e.tokens.size()), .start = e.start});
+        ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
     }
+    PagedKv kv{pool, batch};
+    const RowMatrix x = forward_rows(m, ids, seqs, kv, RowOrder::row_by_row);  // [N, dim]
 
     // The final norm and the classifier, for the rows whose logits are wanted.
     std::vector<int> wanted;
-    int first = 0;
-    for (const BatchEntry& e : batch) {
-        append_logit_rows(e, first, wanted);
-        first += static_cast<int>(e.tokens.size());
-    }
-    std::vector<float> logits;
-    for (const int r : wanted) {
-        const RowMatrix h = rmsnorm(x.row(r), m.final_norm(), c.norm_eps);      // [1, dim]
-        const Eigen::RowVectorXf row = h * m.output_classifier().transpose();  // [1, vocab]
-        logits.insert(logits.end(), row.data(), row.data() + row.size());
-    }
-    return logits;
+    for (size_t e = 0; e < batch.size(); ++e) append_logit_rows(batch[e], seqs[e].first, wanted);
+    RowMatrix rows(static_cast<Eigen::Index>(wanted.size()), m.config.dim);
+    for (size_t i = 0; i < wanted.size(); ++i) rows.row(static_cast<Eigen::Index>(i)) = x.row(wanted[i]);
+    return classify(m, rows, RowOrder::row_by_row);
 }
 
 /// The CPU reference as a PagedBackend; `kv` int8: the pool keeps what an int8 cache holds.

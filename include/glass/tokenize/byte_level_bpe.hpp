@@ -57,6 +57,7 @@ struct ByteLevelVocab {
                                    // HF ignore_merges); false: always merge from bytes (GPT-2, HF)
     bool nfc = false;              // NFC-normalize before splitting (Qwen)
     int bos_id = -1;               // -1: none
+    bool add_bos = true;           // a prompt starts with BOS (when there is one)
     int eos_id = -1;
 };
 
@@ -105,6 +106,7 @@ public:
     int vocab_size() const override { return vocab_size_; }
     int bos_id() const override { return vocab_.bos_id; }
     int eos_id() const override { return vocab_.eos_id; }
+    bool adds_bos() const override { return vocab_.add_bos && vocab_.bos_id >= 0; }
     const ByteLevelVocab& vocab() const { return vocab_; }
     const PairMerges& pair_merges() const { return merges_; }
     bool is_special(int id) const { return id >= 0 && id < static_cast<int>(is_special_.size()) && is_special_[id]; }

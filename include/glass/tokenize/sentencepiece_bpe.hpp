@@ -71,6 +71,7 @@ struct SentencePieceVocab {
     bool add_dummy_prefix = true;
     bool byte_fallback = true;                // use <0xNN> pieces for characters not in the vocab
     int unk_id = 0, bos_id = 1, eos_id = 2;   // -1: none
+    bool add_bos = true;                      // a prompt starts with BOS
 };
 
 class SentencePieceBpe : public Tokenizer {
@@ -93,6 +94,7 @@ public:
     int vocab_size() const override { return static_cast<int>(v_.pieces.size()); }
     int bos_id() const override { return v_.bos_id; }
     int eos_id() const override { return v_.eos_id; }
+    bool adds_bos() const override { return v_.add_bos && v_.bos_id >= 0; }
     const SentencePieceVocab& vocab() const { return v_; }
     float score(int id) const { return v_.scores.at(check_id(id)); }
     std::string piece(int id) const override { return v_.pieces[check_id(id)]; }

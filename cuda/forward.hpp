@@ -1,0 +1,84 @@
+/// \file
+/// \brief cuda/forward.hpp — the model on the GPU, written once: its weights in device memory
+/// (DeviceWeights) and the layer loop of a forward pass with the activations it needs
+/// (DeviceForward), shared by CudaSession (one sequence, its own cache: transformer.cpp) and
+/// CudaPagedBackend (a serving batch, a paged pool: paged.cpp). Plain C++, like glass_cuda.hpp.
+/// ```text
+/// The forward pass of glass/transformer.hpp, stage by stage on the device:
+///   x = embedding rows of ids                                      [n, dim]
+///   per layer:
+///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ             [n, q_dim], [n, kv_dim] ×2
+///     rope_rows(q), rope_rows(k)          row r at its position (RowPlacement, glass_cuda.hpp)
+///     attend(layer)                       the owner stores k, v in its cache or pool and writes
+///                                         att [n, q_dim] with the attention it chose
+///     x += att Woᵀ
+///     x += mlp(rmsnorm(x))
+///   logits(rows) = rmsnorm(rows) Wclsᵀ                             [rows, vocab]
+/// What differs between the two owners is only where K and V live and which attention kernel
+/// reads them; the attend callback is that difference, and nothing else is written twice.
+/// ```
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "glass_cuda.hpp"
+
+namespace glass::cuda {
+
+// A model's weights in device memory, uploaded once (forward.cpp); CudaSession and
+// CudaPagedBackend each hold one. Matrices are stored as `type`; norm gains stay fp32.
+struct DeviceWeights {
+    struct Layer {
+        DeviceBuffer rms_att, rms_ffn;          // [dim] fp32
+        OwnedMatrix wq, wk, wv, wo, w1, w2, w3;  // as in glass::LayerWeights
+    };
+    DeviceWeights(const Model& model, WeightType type);
+    std::vector<Layer> layers;
+    OwnedMatrix embedding, classifier_own;  // classifier_own only when not shared
+    DeviceMatrix classifier;                // = embedding.view when shared
+    DeviceBuffer rms_final;                 // [dim]
+    DeviceBuffer frequencies;               // [head_dim / 2], rope_frequencies()
+    std::int64_t bytes_per_forward = 0;     // weight bytes one forward pass reads, at this width
+};
+
+// One forward pass's device work and the activations it runs through. Queues launches only:
+// nothing here waits for the GPU, so a caller can record it into a graph.
+class DeviceForward {
+public:
+    DeviceForward(const ModelConfig& c, const DeviceWeights& weights) : c_(c), w_(weights) {}
+
+    // Grows the activations to n_rows rows and the attention scores to score_floats (never
+    // shrinks); new buffers are NaN-filled, so an element a kernel forgets to write poisons the
+    // logits visibly. generation() goes up whenever a buffer moves (a recorded graph holds their
+    // addresses).
+    void reserve(int n_rows, std::int64_t score_floats);
+    int generation() const { return generation_; }
+
+    // Called once per layer after q and k are rotated: store k(), v() in the cache or pool and
+    // write att() [n, q_dim] (scores() is the scratch reserve() sized).
+    using Attend = std::function<void(int layer)>;
+    // Queues the embedding of d_ids [n_rows] (device) and every layer over the rows `rows` places.
+    void enqueue_layers(MatmulKernel mm, const int* d_ids, const RowPlacement& rows, const Attend& attend);
+    // Queues the final norm and the classifier of n rows [n, dim] at d_rows: d_logits [n, vocab].
+    // d_rows may be x() (every row) or a row of it.
+    void enqueue_logits(MatmulKernel mm, const float* d_rows, int n, float* d_logits);
+
+    float* x() const { return x_.f32(); }      // [n, dim] the residual stream
+    float* q() const { return q_.f32(); }      // [n, q_dim] rotated queries
+    float* k() const { return k_.f32(); }      // [n, kv_dim] rotated keys
+    float* v() const { return v_.f32(); }      // [n, kv_dim]
+    float* att() const { return att_.f32(); }  // [n, q_dim] attention's output
+    float* scores() const { return scores_.f32(); }
+
+private:
+    const ModelConfig& c_;
+    const DeviceWeights& w_;
+    int rows_ = 0;
+    std::int64_t score_capacity_ = 0;
+    int generation_ = 0;
+    DeviceBuffer x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, scores_;
+};
+
+}  // namespace glass::cuda

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# ctest llama_cpp_families: glass against llama.cpp on every family and type glass reads from GGUF.
+#   run.sh CHECKER SOURCE_DIR WORK_DIR
+# 1. scripts/make-family-models writes the random-weight Llama 2, Llama 3.1, Mistral, Qwen2, Qwen3,
+#    Gemma 2 and Gemma 3 models, each in F32, F16, BF16, Q8_0 and Q4_0 (into WORK_DIR/models).
+# 2. llama.cpp (node-llama-cpp's prebuilt CPU build, the version pinned in bench/llama_cpp, installed
+#    into WORK_DIR/llama from npm's cache or the registry) runs each file: 8 greedy steps after the
+#    family's prompt, and the logits of every step (bench/llama_cpp/families.mjs).
+# 3. CHECKER (tests/families/check_families.cpp) runs glass on the same files along llama.cpp's path
+#    and compares: every greedy id, and the logits' NMSE per type.
+# Exit 77 (ctest: skipped, never passed) when node >= 20, npm or the package cannot be had.
+set -u
+checker=$1
+src=$2
+work=$3
+skip() { echo "SKIPPED: $*"; exit 77; }
+
+command -v node >/dev/null 2>&1 || skip "no node on PATH"
+command -v npm >/dev/null 2>&1 || skip "no npm on PATH"
+node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || skip "node $(node --version) is older than 20"
+
+mkdir -p "$work/llama" "$work/out" || exit 1
+cp "$src/bench/llama_cpp/package.json" "$work/llama/package.json" || exit 1
+want=$(node -p "require('$src/bench/llama_cpp/package.json').dependencies['node-llama-cpp']")
+have=$(node -p "try { require('$work/llama/node_modules/node-llama-cpp/package.json').version } catch { '' }")
+if [ "$have" != "$want" ]; then
+  echo "installing node-llama-cpp@$want into $work/llama"
+  if ! timeout 600 npm install --prefix "$work/llama" --no-audit --no-fund --no-package-lock --prefer-offline \
+      >"$work/llama/npm.log" 2>&1; then
+    tail -n 20 "$work/llama/npm.log"
+    skip "npm install node-llama-cpp@$want failed (no registry and nothing in npm's cache?)"
+  fi
+fi
+cp "$src/bench/llama_cpp/families.mjs" "$work/llama/families.mjs" || exit 1
+
+python3 "$src/scripts/make-family-models" "$work/models" >"$work/make.log" 2>&1 || { cat "$work/make.log"; exit 1; }
+for family in llama2 llama3 mistral qwen2 qwen3 gemma2 gemma3; do
+  for type in F32 F16 BF16 Q8_0 Q4_0; do
+    # The prompt is the family's reference prompt (ids, no BOS added by the tool).
+    if ! timeout 120 node "$work/llama/families.mjs" "$work/models/$family-$type.gguf" \
+        "$work/models/$family-reference.json" 8 --logits >"$work/out/$family-$type.json" 2>"$work/out/$family-$type.err"; then
+      echo "llama.cpp failed on $family-$type.gguf:"; cat "$work/out/$family-$type.json" "$work/out/$family-$type.err"
+      exit 1
+    fi
+  done
+done
+exec "$checker" "$work/models" "$work/out"
