@@ -217,7 +217,7 @@ TEST_CASE("bad Hugging Face folders: a clear error naming the file and the value
     fs::remove_all(bad);
 }
 
-TEST_CASE("glass generate -m GGUF and -m FOLDER: the model's own tokenizer, the same greedy ids; glass inspect FOLDER") {
+TEST_CASE("glass generate -m GGUF and -m FOLDER: the model's own tokenizer, the same greedy ids (reference and fast path), explain and chat on them; glass inspect FOLDER") {
     const nlohmann::json manifest = read_json(families_dir() + "/manifest.json");
     const auto last_json = [](const std::string& out) { return nlohmann::json::parse(out.substr(out.find("\n{") + 1)); };
     for (const std::string& f : {std::string("qwen3"), std::string("gemma3")}) {
@@ -239,7 +239,41 @@ TEST_CASE("glass generate -m GGUF and -m FOLDER: the model's own tokenizer, the 
         CHECK(b["prompt_ids"] == a["prompt_ids"]);
         CHECK(b["generated_ids"] == a["generated_ids"]);
         CHECK(a["generated_ids"].size() == 6);
+        // The fast CPU path on the same file: the same greedy ids (its logits are within 1e-5 of
+        // the reference's, tests/test_fast_families.cpp; these prompts have no near tie).
+        const test::Run fast = test::run(cmd + test::sh(families_dir() + "/" + f + "-F32.gguf") + " --threads 2");
+        INFO(fast.err);
+        REQUIRE(fast.exit_code == 0);
+        CHECK(last_json(fast.out)["generated_ids"] == a["generated_ids"]);
+        // explain and chat take the same -m: explain's greedy steps are generate's; chat's prompt
+        // is its plain-text template around the turn, through the model's own tokenizer.
+        const test::Run explain = test::run(test::bin_dir() + "/glass explain --temperature 0 -n 3 --json -p " + test::sh(text) +
+                                            " -m " + test::sh(families_dir() + "/" + f + "-F32.gguf"));
+        INFO(explain.err);
+        REQUIRE(explain.exit_code == 0);
+        const nlohmann::json x = nlohmann::json::parse(explain.out.substr(explain.out.rfind("\n{") + 1));  // after the text
+        CHECK(x["prompt_ids"] == a["prompt_ids"]);
+        CHECK(x["model"]["head_dim"] == manifest["families"][f]["config"]["gguf"]["head_dim"]);
+        // The token sampled after the prompt, then one per decode step: 1 + 3 ids.
+        const std::vector<int> generated = a["generated_ids"], first4(generated.begin(), generated.begin() + 4);
+        CHECK(x["generated_ids"].get<std::vector<int>>() == first4);
+        const test::Run chat = test::run("printf 'hello there\n' | " + test::bin_dir() + "/glass chat --temperature 0 --max-new-tokens 3 --json -m " +
+                                         test::sh(families_dir() + "/" + f + "-hf-f32"));
+        INFO(chat.err);
+        REQUIRE(chat.exit_code == 0);
+        const nlohmann::json turn = last_json("\n" + chat.out);
+        CHECK(turn["turn"] == 1);
+        CHECK(turn["prompt_tokens"].get<int>() > 3);
     }
+    // The serving engine on a family file: serve-bench -m drives the fast paged backend (its
+    // logits against the reference's: tests/test_fast_families.cpp).
+    const test::Run bench = test::run(test::bin_dir() + "/glass serve-bench --threads 2 --requests 6 --json -m " +
+                                      test::sh(families_dir() + "/gemma2-F32.gguf"));
+    INFO(bench.err);
+    REQUIRE(bench.exit_code == 0);
+    const nlohmann::json sb = last_json("\n" + bench.out);
+    CHECK(sb["requests"] == 6);
+    CHECK(sb["generated_tokens"].get<int>() >= 6);
     const test::Run r = test::run(test::bin_dir() + "/glass inspect " + test::sh(families_dir() + "/qwen3-hf-f32") + " --json");
     REQUIRE(r.exit_code == 0);
     const nlohmann::json j = nlohmann::json::parse(r.out);

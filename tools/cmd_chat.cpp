@@ -60,8 +60,14 @@ int cmd_chat(int argc, char** argv) {
     options.stop_strings = {"\n"};  // one reply, one line
     const bool json = flags.has("--json");
 
-    const glass::Model model = glass::load_llama2c_checkpoint(flags.get("-m", kDefaultModel));
-    const auto tok = glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer), model.config.vocab_size);
+    // -m: a llama2.c checkpoint, a GGUF or a Hugging Face folder, with its own tokenizer (-t
+    // overrides it). The template below stays plain text: a model's own chat template is the
+    // chat-templates issue's.
+    const std::string model_path = flags.get("-m", kDefaultModel);
+    const glass::Model model = glass::load_model(model_path);
+    const std::unique_ptr<glass::Tokenizer> tok_owned =
+        glass::load_model_tokenizer(model_path, model, flags.get("-t", ""), kDefaultTokenizer);
+    const glass::Tokenizer& tok = *tok_owned;
     glass::CpuSession session(model);
 
     const bool interactive = ::isatty(STDIN_FILENO);
@@ -79,7 +85,7 @@ int cmd_chat(int argc, char** argv) {
 
         // The whole conversation, rendered again and prefilled from scratch.
         const std::string prompt = history + "User: " + line + "\nAssistant:";
-        const int n_prompt = static_cast<int>(tok.encode(prompt, true, false).size());
+        const int n_prompt = static_cast<int>(tok.encode(prompt, tok.adds_bos(), false).size());
         if (n_prompt > model.config.seq_len)
             glass::fail("turn ", turn, ": the conversation is ", n_prompt, " tokens, more than the context window of ",
                         model.config.seq_len, " (glass chat keeps the whole history; start a new chat)");

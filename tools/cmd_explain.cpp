@@ -243,8 +243,9 @@ void print_text(const Explanation& e, const TextFilter& filter) {
                     e.min_p, static_cast<unsigned long long>(e.seed));
 
     const StepRecord& prefill = e.steps.front();
-    std::printf("\n[1 tokenization] text -> %zu piece%s -> ids (BOS first)\n  position     id  piece\n",
-                prefill.input_ids.size(), prefill.input_ids.size() == 1 ? "" : "s");
+    std::printf("\n[1 tokenization] text -> %zu piece%s -> ids (%s)\n  position     id  piece\n",
+                prefill.input_ids.size(), prefill.input_ids.size() == 1 ? "" : "s",
+                e.bos_added ? "BOS first" : "no BOS: this model adds none");
     for (size_t p = 0; p < prefill.input_ids.size(); ++p)
         std::printf("  %8zu %6d  %s\n", p, e.tokens[p].id, quoted(e.tokens[p].piece).c_str());
 
@@ -392,10 +393,16 @@ int cmd_explain(int argc, char** argv) {
 
     Explanation e{};
     e.model_path = flags.get("-m", kDefaultModel);
-    e.tokenizer_path = flags.get("-t", kDefaultTokenizer);
     e.prompt = flags.get("-p", "");
-    const glass::Model model = glass::load_llama2c_checkpoint(e.model_path);
-    const auto tok = glass::Llama2cTokenizer::load(e.tokenizer_path, model.config.vocab_size);
+    // -m: a llama2.c checkpoint, a GGUF or a Hugging Face folder; the tokenizer comes with a GGUF
+    // or a folder (-t overrides it).
+    const glass::Model model = glass::load_model(e.model_path);
+    const std::unique_ptr<glass::Tokenizer> tok_owned =
+        glass::load_model_tokenizer(e.model_path, model, flags.get("-t", ""), kDefaultTokenizer);
+    const glass::Tokenizer& tok = *tok_owned;
+    e.tokenizer_path = flags.has("-t") || glass::model_file_kind(e.model_path) == glass::ModelFileKind::llama2c
+                           ? flags.get("-t", kDefaultTokenizer)
+                           : e.model_path;
     const glass::ModelConfig& c = model.config;
     e.dim = c.dim, e.hidden_dim = c.hidden_dim, e.n_layers = c.n_layers, e.n_heads = c.n_heads;
     e.n_kv_heads = c.n_kv_heads, e.head_dim = c.head_dim, e.vocab_size = c.vocab_size, e.seq_len = c.seq_len;
@@ -409,7 +416,8 @@ int cmd_explain(int argc, char** argv) {
         glass::fail("--head ", filter.head, ": the model has ", c.n_heads, " query heads per layer (0..",
                     c.n_heads - 1, ")");
 
-    const std::vector<int> prompt_ids = tok.encode(e.prompt, /*add_bos=*/true, /*add_eos=*/false);
+    e.bos_added = tok.adds_bos();
+    const std::vector<int> prompt_ids = tok.encode(e.prompt, e.bos_added, /*add_eos=*/false);
     const int n_prompt = static_cast<int>(prompt_ids.size());
     if (static_cast<std::int64_t>(n_prompt) + decode_steps > c.seq_len)
         glass::fail("prompt of ", n_prompt, " tokens plus ", decode_steps, " decode steps needs ",

@@ -94,7 +94,7 @@ int cmd_serve_bench(int argc, char** argv) {
     std::string model_name;
     if (flags.has("-m")) {
         model_name = flags.get("-m", "");
-        model = glass::load_llama2c_checkpoint(model_name);
+        model = glass::load_model(model_name);  // llama2.c, GGUF or a Hugging Face folder
     } else {
         const glass::ModelConfig c = shape_config_from_flags(flags);
         model_name = flags.get("--shape", "") + " (random weights, context " + std::to_string(c.seq_len) + ")";

@@ -142,7 +142,7 @@ inline std::vector<std::string> family_deltas(const ModelConfig& c) {
 }
 
 /// Throws glass::Error naming every family delta of `c` when `backend` runs Llama 2's
-/// architecture only (for now, the fast CPU path and CUDA: issue "Real models").
+/// architecture only (for now CUDA, quantized_model and the llama2.c/GGUF writers: issue "Real models").
 inline void require_llama2_architecture(const ModelConfig& c, const char* backend) {
     const std::vector<std::string> used = family_deltas(c);
     if (used.empty()) return;
@@ -152,7 +152,7 @@ inline void require_llama2_architecture(const ModelConfig& c, const char* backen
         names += u;
     }
     fail(backend, " runs Llama 2's architecture only; this model uses: ", names,
-         " (run it on the CPU reference)");
+         " (run it on the CPU: the reference, or the fast path with --threads/--precision)");
 }
 
 /// A config of Llama 2's architecture from the seven numbers of a llama2.c header

@@ -16,6 +16,12 @@
 ///             of values, the keys found through a block table (a session's cache is one
 ///             block of seq_len positions)
 ///
+/// The model families (config.hpp) run here too. Each delta from Llama 2 is one step below, named
+/// where it happens: the embedding scale (embed), q/k/v biases and per-head q/k norms
+/// (attention_inputs), a RoPE table per base (Gemma 3's local layers), the score scale, soft-cap
+/// and sliding window (attend), sandwich norms and GELU-tanh (finish_layer), the logit soft-cap
+/// (logits). Gemma's norm offset is added to the gains once, when the model is packed.
+///
 /// Every step here computes a row from that row alone, in a fixed order: what a row gets never
 /// depends on how many other rows share the pass. The paged backend relies on that (batch
 /// invariance); the one exception is opt-in: a session's single decoded row may take the
@@ -26,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <span>
 #include <string>
 #include <utility>
@@ -33,6 +40,7 @@
 
 #include "glass/checkpoint.hpp"
 #include "glass/kv_cache.hpp"
+#include "glass/mlp.hpp"
 #include "glass/fast/buffer.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/packed_weights.hpp"
@@ -50,7 +58,7 @@ struct FastOptions {
     bool flash_attention = true;    // FastCpuSession: prefill attention tile by tile (fast_flash_attention.hpp); false: score rows
     KvType kv = KvType::fp32;       // FastCpuSession: the KV cache in fp32, or int8 (kv_cache.hpp)
     bool int8_activations = false;  // q8/q4 decode: x in int8 blocks too, integer dot products (matvec_int8)
-    std::string kernels;            // a kernel set by name ("avx2", kernels.hpp); "": best_kernels()
+    std::string kernels = {};       // a kernel set by name ("avx2", kernels.hpp); "": best_kernels()
                                     // (GLASS_KERNELS if set, else the widest set this CPU runs)
 };
 
@@ -80,21 +88,32 @@ enum class SingleRow {
 
 class FastModel {
 public:
+    /// One layer as the fast path reads it. Norm gains are fp32 with the config's offset already
+    /// added (Gemma's x·(1+w)), so every norm here is y = g ⊙ x / rms(x). The family deltas'
+    /// tensors are null where the model has none.
     struct Layer {
         const float* rms_att;
         const float* rms_ffn;
         PackedMatrix wq, wk, wv, wo, w1, w2, w3;
+        const float* bq = nullptr;        // [q_dim]   q/k/v biases (Qwen2)
+        const float* bk = nullptr;        // [kv_dim]
+        const float* bv = nullptr;        // [kv_dim]
+        const float* q_norm = nullptr;    // [head_dim] per-head q/k norms (Qwen3, Gemma 3)
+        const float* k_norm = nullptr;    // [head_dim]
+        const float* post_att = nullptr;  // [dim] sandwich norms (Gemma 2, 3)
+        const float* post_mlp = nullptr;  // [dim]
+        int window = 0;      // sliding window (Mistral; Gemma's local layers); 0: every earlier position
+        int rope_table = 0;  // its cos/sin table (Gemma 3's local layers turn by a base of their own)
     };
 
     FastModel(const Model& model, FastOptions options, SingleRow single_row)
         : model_(model), c_(model.config), options_(options), single_row_(single_row),
           pool_(options.threads), k_(kernels_for(options)) {
-        require_llama2_architecture(c_, "the fast CPU path");
         if (options.prefill_chunk < 1) fail("prefill chunk ", options.prefill_chunk, " must be ≥ 1");
         if (options.int8_activations && !is_quantized(options.weights))
             fail("int8 activations multiply q8 or q4 weights' integers; the weights are ", to_string(options.weights));
         if (options.int8_activations) {  // room for the widest input, in int8 blocks of 32
-            const int blocks = (std::max(c_.dim, c_.hidden_dim) + kQuantBlock - 1) / kQuantBlock;
+            const int blocks = (widest_input() + kQuantBlock - 1) / kQuantBlock;
             x_q_.resize(static_cast<size_t>(blocks) * kQuantBlock);
             x_scales_.resize(static_cast<size_t>(blocks));
             x_sums_.resize(static_cast<size_t>(blocks));
@@ -108,6 +127,7 @@ public:
     const FastOptions& options() const { return options_; }
     const Layer& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
     const PackedMatrix& classifier() const { return classifier_; }
+    const float* final_gain() const { return final_gain_; }  // [dim], offset added
     // Bytes streamed per pass: every packed matrix (classifier included) + the norms.
     std::int64_t weight_bytes() const { return weight_bytes_; }
     ThreadPool& pool() { return pool_; }
@@ -133,7 +153,7 @@ public:
     // before, so passes of at most that many rows allocate nothing.
     void reserve_rows(int n) {
         if (n <= reserved_rows_) return;
-        const std::int64_t widest = std::max(c_.dim, c_.hidden_dim);
+        const std::int64_t widest = widest_input();
         const std::int64_t scratch = std::int64_t{pool_.size()} * kScratchFloats;  // 64-byte multiple
         workspace_ = HugeBuffer(static_cast<std::size_t>(scratch + std::int64_t{n} * widest) * 4);
         scratch_ = workspace_.as<float>();
@@ -145,7 +165,7 @@ public:
     // about 1 MB of packed weights (a few panels); products listed together run in one parallel
     // region and read the same x. The matrix–matrix kernel takes x regrouped into token tiles
     // (token_tiles.hpp), once, shared by every thread. With `silu_gate`, products are [W1, W3]
-    // and each item also applies gate = silu(gate) ⊙ up to its own rows, just computed in both.
+    // and each item also applies gate = act(gate) ⊙ up to its own rows, just computed in both.
     void run_products(std::span<const Product> products, int n, float* silu_gate = nullptr,
                       const float* silu_up = nullptr) {
         if (n > reserved_rows_) fail("fast products: ", n, " rows but room for ", reserved_rows_);
@@ -189,47 +209,104 @@ public:
                 multiply(products[1], p0, p1, thread);
                 const int r0 = p0 * kPanel, r1 = std::min(c_.hidden_dim, p1 * kPanel);
                 for (int t = 0; t < n && r1 > r0; ++t)
-                    k_.silu_mul(silu_gate + std::int64_t{t} * c_.hidden_dim + r0,
-                                silu_up + std::int64_t{t} * c_.hidden_dim + r0, r1 - r0);
+                    gate_times_up(silu_gate + std::int64_t{t} * c_.hidden_dim + r0,
+                                  silu_up + std::int64_t{t} * c_.hidden_dim + r0, r1 - r0);
             }
         };
         pool_.run(total, job);
     }
 
-    // The rest of a layer once attention has filled att [n, dim], the same for a session and a
-    // serving batch:  x += att Woᵀ;  x += W2 (silu(rmsnorm(x) W1ᵀ) ⊙ rmsnorm(x) W3ᵀ).
-    // xn [n, dim], gate and up [n, hidden] are scratch.
+    // The rows' input to the layer: x [n, dim] -> the row's token embedding, times the config's
+    // scale (Gemma: √dim, so the embeddings start at the size the rest of the stream has).
+    void embed(int id, float* x) const {
+        const float* row = model_.token_embedding + std::int64_t{id} * c_.dim;
+        const float scale = c_.embedding_scale;
+        for (int i = 0; i < c_.dim; ++i) x[i] = scale == 1.0f ? row[i] : row[i] * scale;
+    }
+
+    // q | k | v = xn Wqᵀ | xn Wkᵀ | xn Wvᵀ for n rows, in one parallel region; then
+    //   + the biases (Qwen2), and each head of q and k normed by its own gain (Qwen3, Gemma 3).
+    // q [n, q_dim]; k, v [n, kv_dim] at row strides ldk, ldv (a session writes its cache rows).
+    void attention_inputs(const Layer& w, const float* xn, int n, float* q, float* k, long ldk, float* v, long ldv) {
+        const int dim = c_.dim, q_dim = c_.q_dim(), kv_dim = c_.kv_dim();
+        const Product qkv[] = {{&w.wq, xn, dim, q, q_dim, false}, {&w.wk, xn, dim, k, ldk, false}, {&w.wv, xn, dim, v, ldv, false}};
+        run_products(qkv, n);
+        if (w.bq) {
+            add_bias(q, q_dim, w.bq, q_dim, n);
+            add_bias(k, ldk, w.bk, kv_dim, n);
+            add_bias(v, ldv, w.bv, kv_dim, n);
+        }
+        if (w.q_norm)
+            for (int t = 0; t < n; ++t) {  // a row's heads are head_dim values each, side by side
+                rmsnorm(q + std::int64_t{t} * q_dim, w.q_norm, q + std::int64_t{t} * q_dim, c_.n_heads, c_.head_dim);
+                rmsnorm(k + std::int64_t{t} * ldk, w.k_norm, k + std::int64_t{t} * ldk, c_.n_kv_heads, c_.head_dim);
+            }
+    }
+
+    // The rest of a layer once attention has filled att [n, q_dim], the same for a session and a
+    // serving batch:  x += att Woᵀ;  x += W2 (act(rmsnorm(x) W1ᵀ) ⊙ rmsnorm(x) W3ᵀ), act = SiLU
+    // (GELU-tanh for Gemma). With sandwich norms (Gemma 2, 3) each of the two is normed by its
+    // own gain before it is added. xn [n, dim], gate and up [n, hidden] are scratch.
     void finish_layer(const Layer& w, const float* att, float* x, float* xn, float* gate, float* up, int n) {
         const int dim = c_.dim, hidden = c_.hidden_dim;
-        const Product out[] = {{&w.wo, att, dim, x, dim, true}};  // x += att Woᵀ
+        const bool sandwich = c_.sandwich_norms;  // then each half lands in xn first
+        const Product out[] = {{&w.wo, att, c_.q_dim(), sandwich ? xn : x, dim, !sandwich}};  // x += att Woᵀ
         run_products(out, n);
+        if (sandwich) add_normed(xn, w.post_att, x, n);
         rmsnorm(x, w.rms_ffn, xn, n);
         const Product gate_up[] = {{&w.w1, xn, dim, gate, hidden, false}, {&w.w3, xn, dim, up, hidden, false}};
-        run_products(gate_up, n, gate, up);  // gate = silu(gate) ⊙ up
-        const Product down[] = {{&w.w2, gate, hidden, x, dim, true}};  // x += h W2ᵀ
+        run_products(gate_up, n, gate, up);  // gate = act(gate) ⊙ up
+        const Product down[] = {{&w.w2, gate, hidden, sandwich ? xn : x, dim, !sandwich}};  // x += h W2ᵀ
         run_products(down, n);
+        if (sandwich) add_normed(xn, w.post_mlp, x, n);
+    }
+
+    // logits [n, vocab] = xn Wclsᵀ for n rows already through the final norm; Gemma 2 then
+    // soft-caps them: cap · tanh(z / cap).
+    void logits(const float* xn, int n, float* out) {
+        const Product cls[] = {{&classifier_, xn, c_.dim, out, c_.vocab_size, false}};
+        run_products(cls, n);
+        const float cap = c_.final_logit_softcap;
+        if (cap > 0.0f)
+            for (std::int64_t i = 0; i < std::int64_t{n} * c_.vocab_size; ++i) out[i] = cap * std::tanh(out[i] / cap);
     }
 
     // ---- per-row steps ----------------------------------------------------------------------
 
     // y[t] = gain ⊙ x[t] / rms(x[t]) for n rows [n, dim].
-    void rmsnorm(const float* x, const float* gain, float* y, int n) const {
-        for (int t = 0; t < n; ++t) {
-            const float* xr = x + std::int64_t{t} * c_.dim;
-            float* yr = y + std::int64_t{t} * c_.dim;
+    void rmsnorm(const float* x, const float* gain, float* y, int n) const { rmsnorm(x, gain, y, n, c_.dim); }
+    // The same over `rows` rows of `width` values (a row's heads, for the q/k norms); y may be x.
+    void rmsnorm(const float* x, const float* gain, float* y, std::int64_t rows, int width) const {
+        for (std::int64_t t = 0; t < rows; ++t) {
+            const float* xr = x + t * width;
+            float* yr = y + t * width;
             float sum_sq = 0.0f;
-            for (int i = 0; i < c_.dim; ++i) sum_sq += xr[i] * xr[i];
-            const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(c_.dim) + c_.norm_eps);
-            for (int i = 0; i < c_.dim; ++i) yr[i] = gain[i] * (inv_rms * xr[i]);
+            for (int i = 0; i < width; ++i) sum_sq += xr[i] * xr[i];
+            const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(width) + c_.norm_eps);
+            for (int i = 0; i < width; ++i) yr[i] = gain[i] * (inv_rms * xr[i]);
         }
     }
 
-    // Rotates one row [heads · head_dim] at position `pos` by the tabulated angles.
-    void rope(float* v, int heads, int pos) const {
+    // Attention's scores are q·k times this (1/√head_dim, or the config's: Gemma's
+    // query_pre_attn_scalar) ...
+    float score_scale() const { return c_.attention_score_scale(); }
+    // ... and with a soft-cap (Gemma 2) then pass through cap · tanh(s / cap), before the softmax.
+    void cap_scores(float* s, int n) const {
+        const float cap = c_.attn_logit_softcap;
+        if (cap > 0.0f)
+            for (int j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] / cap);
+    }
+    // The first position a query at `position` sees in layer w: 0, or with a sliding window the
+    // window - 1 positions before its own.
+    static int first_visible(const Layer& w, int position) { return w.window > 0 ? std::max(0, position - w.window + 1) : 0; }
+
+    // Rotates one row [heads · head_dim] at position `pos` by layer w's tabulated angles.
+    void rope(const Layer& w, float* v, int heads, int pos) const {
         const int hd = c_.head_dim, half = hd / 2;
         const bool adjacent = c_.rope_layout == RopeLayout::adjacent_pairs;
-        const float* cs = rope_cos_.data() + std::int64_t{pos} * half;
-        const float* sn = rope_sin_.data() + std::int64_t{pos} * half;
+        const std::int64_t table = std::int64_t{w.rope_table} * c_.seq_len * half;
+        const float* cs = rope_cos_.data() + table + std::int64_t{pos} * half;
+        const float* sn = rope_sin_.data() + table + std::int64_t{pos} * half;
         for (int h = 0; h < heads; ++h) {
             float* head = v + std::int64_t{h} * hd;
             for (int i = 0; i < half; ++i) {
@@ -241,39 +318,43 @@ public:
         }
     }
 
-    // One query row's attention for the query heads of KV heads [g0, g1), over positions
-    // 0 .. visible-1 of one sequence whose cache rows come in blocks: position j is row
+    // One query row's attention in layer w for the query heads of KV heads [g0, g1), over
+    // positions first .. visible-1 of one sequence (first = 0, or the start of w's sliding
+    // window) whose cache rows come in blocks: position j is row
     //   table[j / block_size] · block_size + j % block_size   of `keys` and `values` [rows, kv_dim].
     // For each query head h (of KV head g = h / group):
-    //   s_j = q_h · k_j,g · scale;  p = softmax(s);  out_h = Σ_j p_j · v_j,g   (in order of j)
+    //   s_j = cap(q_h · k_j,g · scale);  p = softmax(s);  out_h = Σ_j p_j · v_j,g   (in order of j)
     // Block by block (a block's rows are contiguous), each KV head, each of its query heads in
     // turn, one kernel call per block. Each head's sums run in the same order whatever the
     // range, the block size or the other rows: only its numbers count.
     // Given `int8` (an int8 cache; keys and values are then unused), a block's rows of KV head g
     // are dequantized kInt8Run at a time into int8->scratch (the values s · q the reference's
     // int8 cache holds), once for all the group's query heads, which then read them in fp32.
-    // q, out: the row's [heads · head_dim]; scores: [heads in the range][visible].
-    void attend(const float* q, const float* keys, const float* values, const int* table, int block_size,
-                int visible, int g0, int g1, float* scores, float* out, const Int8Rows* int8 = nullptr) const {
+    // q, out: the row's [heads · head_dim]; scores: [heads in the range][visible - first].
+    void attend(const Layer& w, const float* q, const float* keys, const float* values, const int* table,
+                int block_size, int visible, int g0, int g1, float* scores, float* out,
+                const Int8Rows* int8 = nullptr) const {
         const int hd = c_.head_dim, kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head(), G = c_.n_kv_heads;
         const int h0 = g0 * group;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        // Calls f(first position, positions, their rows, KV head g) for every run of rows: a block,
-        // cut into runs of kInt8Run with an int8 cache. f gets the rows in fp32 and their stride.
+        const float scale = score_scale();
+        const int first = first_visible(w, visible - 1), seen = visible - first;  // positions read
+        // Calls f(index among the positions read, positions, their rows, KV head g) for every run
+        // of rows: the part of a block inside first .. visible-1, cut into runs of kInt8Run with
+        // an int8 cache. f gets the rows in fp32 and their stride.
         auto each_run = [&](const float* cache, const std::int8_t* cache_q, const float* cache_scales, auto&& f) {
-            for (int b = 0, j0 = 0; j0 < visible; ++b, j0 += block_size) {
-                const int m = std::min(block_size, visible - j0);
-                const std::int64_t row0 = std::int64_t{table[b]} * block_size;
+            for (int j0 = first / block_size * block_size; j0 < visible; j0 += block_size) {
+                const int lo = std::max(j0, first), m = std::min(j0 + block_size, visible) - lo;
+                const std::int64_t row0 = std::int64_t{table[j0 / block_size]} * block_size + (lo - j0);
                 for (int g = g0; g < g1; ++g)
                     for (int r0 = 0; r0 < m; r0 += int8 ? kInt8Run : m) {
                         const int n = int8 ? std::min(kInt8Run, m - r0) : m;
                         const std::int64_t row = row0 + r0, at = row * kv_dim + std::int64_t{g} * hd;
                         if (!int8) {
-                            f(j0 + r0, n, cache + at, long{kv_dim}, g);
+                            f(lo - first + r0, n, cache + at, long{kv_dim}, g);
                             continue;
                         }
                         k_.dequantize_rows(cache_q + at, kv_dim, cache_scales + row * G + g, G, n, hd, int8->scratch);
-                        f(j0 + r0, n, static_cast<const float*>(int8->scratch), long{hd}, g);
+                        f(lo - first + r0, n, static_cast<const float*>(int8->scratch), long{hd}, g);
                     }
             }
         };
@@ -281,19 +362,56 @@ public:
                  [&](int j0, int n, const float* rows, long ld, int g) {
                      for (int h = g * group; h < (g + 1) * group; ++h)
                          k_.dot_rows(q + std::int64_t{h} * hd, rows, ld, n, hd, scale,
-                                     scores + std::int64_t{h - h0} * visible + j0);
+                                     scores + std::int64_t{h - h0} * seen + j0);
                  });
-        for (int h = h0; h < g1 * group; ++h) k_.softmax(scores + std::int64_t{h - h0} * visible, visible);
+        for (int h = h0; h < g1 * group; ++h) {
+            cap_scores(scores + std::int64_t{h - h0} * seen, seen);
+            k_.softmax(scores + std::int64_t{h - h0} * seen, seen);
+        }
         std::memset(out + std::int64_t{h0} * hd, 0, sizeof(float) * static_cast<size_t>((g1 - g0) * group * hd));
         each_run(values, int8 ? int8->values : nullptr, int8 ? int8->value_scales : nullptr,
                  [&](int j0, int n, const float* rows, long ld, int g) {
                      for (int h = g * group; h < (g + 1) * group; ++h)
-                         k_.add_rows(out + std::int64_t{h} * hd, scores + std::int64_t{h - h0} * visible + j0, rows, ld,
+                         k_.add_rows(out + std::int64_t{h} * hd, scores + std::int64_t{h - h0} * seen + j0, rows, ld,
                                      n, hd);
                  });
     }
 
 private:
+    // The widest input a product reads: dim (the normed stream), q_dim (attention's heads, into
+    // Wo) or hidden (into W2).
+    int widest_input() const { return std::max({c_.dim, c_.q_dim(), c_.hidden_dim}); }
+
+    // y[t] += b for n rows of y at stride ld (Qwen2's q/k/v biases).
+    static void add_bias(float* y, long ld, const float* b, int width, int n) {
+        for (int t = 0; t < n; ++t)
+            for (int i = 0; i < width; ++i) y[std::int64_t{t} * ld + i] += b[i];
+    }
+
+    // x += rmsnorm(y) with `gain` (a sandwich norm), y [n, dim] normed in place.
+    void add_normed(float* y, const float* gain, float* x, int n) const {
+        rmsnorm(y, gain, y, n);
+        for (std::int64_t i = 0; i < std::int64_t{n} * c_.dim; ++i) x[i] += y[i];
+    }
+
+    // gate = act(gate) ⊙ up over n values: SiLU through the kernel set (a vectorized exp);
+    // GELU-tanh (Gemma) as mlp.hpp writes it.
+    void gate_times_up(float* gate, const float* up, int n) const {
+        if (c_.mlp_activation == MlpActivation::silu) return k_.silu_mul(gate, up, n);
+        for (int i = 0; i < n; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
+    }
+
+    // A norm gain as the fast path reads it: the stored one, or (Gemma's Hugging Face form,
+    // norm_weight_offset 1) offset + w, computed once here. Null for a tensor the model lacks.
+    const float* gain(const float* stored, std::int64_t size) {
+        if (size == 0 || stored == nullptr) return nullptr;
+        if (c_.norm_weight_offset == 0.0f) return stored;
+        std::vector<float>& g = offset_gains_.emplace_back(static_cast<size_t>(size));
+        for (std::int64_t i = 0; i < size; ++i) g[static_cast<size_t>(i)] = c_.norm_weight_offset + stored[i];
+        return g.data();
+    }
+    const float* gain(const ConstVectorMap& v) { return gain(v.data(), v.size()); }
+
     // x [cols] -> x_q_, x_scales_ (quantize.hpp's quantize_activations) and each block's Σ q.
     void quantize_input(const float* x, int cols) {
         quantize_activations(x, cols, x_q_.data(), x_scales_.data());
@@ -319,14 +437,23 @@ private:
         for (int l = 0; l < c_.n_layers; ++l) {
             const LayerWeights& src = model_.layers[static_cast<size_t>(l)];
             Layer& dst = layers_[static_cast<size_t>(l)];
-            dst.rms_att = src.rms_att.data();
-            dst.rms_ffn = src.rms_ffn.data();
+            dst.rms_att = gain(src.rms_att);
+            dst.rms_ffn = gain(src.rms_ffn);
+            dst.q_norm = gain(src.q_norm);
+            dst.k_norm = gain(src.k_norm);
+            dst.post_att = gain(src.post_attention_norm);
+            dst.post_mlp = gain(src.post_mlp_norm);
+            dst.bq = src.bq.size() ? src.bq.data() : nullptr;
+            dst.bk = src.bk.size() ? src.bk.data() : nullptr;
+            dst.bv = src.bv.size() ? src.bv.data() : nullptr;
+            dst.window = c_.window_of_layer(l);
             for (auto [m, out] : {std::pair{&src.wq, &dst.wq}, {&src.wk, &dst.wk}, {&src.wv, &dst.wv},
                                   {&src.wo, &dst.wo}, {&src.w1, &dst.w1}, {&src.w2, &dst.w2},
                                   {&src.w3, &dst.w3}})
                 sources.push_back({m->data(), static_cast<int>(m->rows()), static_cast<int>(m->cols()), out});
         }
         sources.push_back({model_.classifier, c_.vocab_size, c_.dim, &classifier_});
+        final_gain_ = gain(model_.rms_final, c_.dim);
 
         // One arena for all of them, each matrix starting on a 64-byte (cache line) boundary.
         std::vector<std::int64_t> offsets;
@@ -341,21 +468,40 @@ private:
                                                   options_.weights, arena_.as<unsigned char>() + offsets[size_t(i)]);
         };
         pool_.run(static_cast<int>(sources.size()), pack);
-        weight_bytes_ = 4 * (std::int64_t{2} * c_.n_layers * c_.dim + c_.dim);  // the norms, fp32
+        weight_bytes_ = 4 * std::int64_t{c_.dim};  // the final norm; each layer's norms and biases, fp32:
+        for (const LayerWeights& src : model_.layers)
+            for (const ConstVectorMap* v : {&src.rms_att, &src.rms_ffn, &src.bq, &src.bk, &src.bv, &src.q_norm,
+                                            &src.k_norm, &src.post_attention_norm, &src.post_mlp_norm})
+                weight_bytes_ += 4 * v->size();
         for (const Source& s : sources) weight_bytes_ += s.out->bytes();
     }
 
-    // cos/sin of pos · θ^(−2i/head_dim), computed exactly as rope.hpp does, once.
+    // cos/sin of pos · frequency(i), the frequencies computed exactly as rope.hpp does (base,
+    // then scaling), once: one table [seq_len, head_dim/2] per distinct set of frequencies. Most
+    // models have one; Gemma 3's local layers turn by a base of their own (rope_theta_of_layer).
     void tabulate_rope() {
         const int half = c_.head_dim / 2;
-        rope_cos_.resize(static_cast<size_t>(c_.seq_len) * static_cast<size_t>(half));
+        const std::int64_t table_floats = std::int64_t{c_.seq_len} * half;
+        std::vector<std::vector<float>> tables;  // the frequencies of each table
+        for (int l = 0; l < c_.n_layers; ++l) {
+            const RopeScaling scaling = c_.rope_scaling_of_layer(l);
+            std::vector<float> f(static_cast<size_t>(half));
+            for (int i = 0; i < half; ++i)
+                f[static_cast<size_t>(i)] = rope_scaled_frequency(rope_frequency(i, c_.head_dim, c_.rope_theta_of_layer(l)), scaling, i);
+            const auto same = std::find(tables.begin(), tables.end(), f);
+            layers_[static_cast<size_t>(l)].rope_table = static_cast<int>(same - tables.begin());
+            if (same == tables.end()) tables.push_back(std::move(f));
+        }
+        rope_cos_.resize(tables.size() * static_cast<size_t>(table_floats));
         rope_sin_.resize(rope_cos_.size());
-        for (int pos = 0; pos < c_.seq_len; ++pos)
-            for (int i = 0; i < half; ++i) {
-                const float angle = static_cast<float>(pos) * rope_frequency(i, c_.head_dim, c_.rope_theta);
-                rope_cos_[static_cast<size_t>(pos) * half + i] = std::cos(angle);
-                rope_sin_[static_cast<size_t>(pos) * half + i] = std::sin(angle);
-            }
+        for (size_t t = 0; t < tables.size(); ++t)
+            for (int pos = 0; pos < c_.seq_len; ++pos)
+                for (int i = 0; i < half; ++i) {
+                    const float angle = static_cast<float>(pos) * tables[t][static_cast<size_t>(i)];
+                    const size_t at = t * static_cast<size_t>(table_floats) + static_cast<size_t>(pos) * half + i;
+                    rope_cos_[at] = std::cos(angle);
+                    rope_sin_[at] = std::sin(angle);
+                }
     }
 
     const Model& model_;
@@ -368,7 +514,9 @@ private:
     std::vector<Layer> layers_;
     PackedMatrix classifier_;
     std::int64_t weight_bytes_ = 0;
-    std::vector<float> rope_cos_, rope_sin_;  // [seq_len, head_dim/2]
+    std::vector<float> rope_cos_, rope_sin_;  // [tables][seq_len, head_dim/2]
+    const float* final_gain_ = nullptr;       // [dim]
+    std::deque<std::vector<float>> offset_gains_;  // gains with Gemma's offset added (stable addresses)
     HugeBuffer workspace_;                   // per-thread scratch, then the packed rows
     int reserved_rows_ = 0;
     float* scratch_ = nullptr;   // [threads][kScratchFloats]: one unpacked weight chunk each

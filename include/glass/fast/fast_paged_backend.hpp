@@ -6,7 +6,7 @@
 ///
 ///   rows     every entry's new tokens, stacked                       [N, dim], N = Σ n_entry
 ///   x = embedding rows
-///   per layer:
+///   per layer (each family's additions to these steps: fast_model.hpp):
 ///     q, k, v = rmsnorm(x) Wqᵀ, Wkᵀ, Wvᵀ     ONE pass over each weight matrix for all N rows
 ///     rotate row r of q and k by its own position (tabulated cos/sin); k, v -> its pool row
 ///              block_table[pos / block_size] · block_size + pos % block_size
@@ -89,16 +89,11 @@ public:
         const int n = static_cast<int>(rows_.size());
         reserve(n);
         const int dim = c_.dim, kv_dim = c_.kv_dim();
-        for (int r = 0; r < n; ++r)
-            std::memcpy(x_ + std::int64_t{r} * dim, m_.model().token_embedding + std::int64_t{rows_[size_t(r)].token} * dim,
-                        sizeof(float) * static_cast<size_t>(dim));
+        for (int r = 0; r < n; ++r) m_.embed(rows_[size_t(r)].token, x_ + std::int64_t{r} * dim);
         for (int l = 0; l < c_.n_layers; ++l) {
             const FastModel::Layer& w = m_.layer(l);
             m_.rmsnorm(x_, w.rms_att, xn_, n);
-            const Product qkv[] = {{&w.wq, xn_, dim, q_, dim, false},
-                                   {&w.wk, xn_, dim, k_, kv_dim, false},
-                                   {&w.wv, xn_, dim, v_, kv_dim, false}};
-            m_.run_products(qkv, n);
+            m_.attention_inputs(w, xn_, n, q_, k_, kv_dim, v_, kv_dim);  // q | k | v (+ biases, q/k norms)
             store_kv(l, n);
             attention(l, n);
             m_.finish_layer(w, att_, x_, xn_, gate_, up_, n);  // x += att Woᵀ, then the MLP
@@ -108,9 +103,8 @@ public:
         logits_.resize(static_cast<size_t>(wanting) * static_cast<size_t>(c_.vocab_size));
         if (wanting == 0) return {};
         for (int i = 0; i < wanting; ++i)
-            m_.rmsnorm(x_ + std::int64_t{logit_rows_[size_t(i)]} * dim, m_.model().rms_final, xn_ + std::int64_t{i} * dim, 1);
-        const Product cls[] = {{&m_.classifier(), xn_, dim, logits_.data(), c_.vocab_size, false}};
-        m_.run_products(cls, wanting);
+            m_.rmsnorm(x_ + std::int64_t{logit_rows_[size_t(i)]} * dim, m_.final_gain(), xn_ + std::int64_t{i} * dim, 1);
+        m_.logits(xn_, wanting, logits_.data());
         return logits_;
     }
 
@@ -169,7 +163,7 @@ private:
         m_.reserve_rows(n);
         if (n <= reserved_rows_) return;
         const std::int64_t rows = n;
-        const std::int64_t sizes[] = {rows * c_.dim, rows * c_.dim, rows * c_.dim, rows * c_.dim,  // x, xn, q, att
+        const std::int64_t sizes[] = {rows * c_.dim, rows * c_.dim, rows * c_.q_dim(), rows * c_.q_dim(),  // x, xn, q, att
                                       rows * c_.kv_dim(), rows * c_.kv_dim(),                       // k, v
                                       rows * c_.hidden_dim, rows * c_.hidden_dim};                  // gate, up
         std::int64_t total = 0;
@@ -187,13 +181,14 @@ private:
     // RoPE on row r of q and k at the row's own position; then k and v into its pool row (as
     // int8 rows and one scale per KV head with an int8 pool).
     void store_kv(int layer, int n) {
-        const int dim = c_.dim, kv_dim = c_.kv_dim(), G = c_.n_kv_heads;
+        const int q_dim = c_.q_dim(), kv_dim = c_.kv_dim(), G = c_.n_kv_heads;
+        const FastModel::Layer& w = m_.layer(layer);
         auto job = [&](int r, int) {
             const Row& row = rows_[size_t(r)];
             float* k = k_ + std::int64_t{r} * kv_dim;
             const float* v = v_ + std::int64_t{r} * kv_dim;
-            m_.rope(q_ + std::int64_t{r} * dim, c_.n_heads, row.pos);
-            m_.rope(k, c_.n_kv_heads, row.pos);
+            m_.rope(w, q_ + std::int64_t{r} * q_dim, c_.n_heads, row.pos);
+            m_.rope(w, k, c_.n_kv_heads, row.pos);
             const std::int64_t slot = serve::pool_row(batch_[size_t(row.entry)].block_table, block_size_, row.pos);
             if (int8_) {
                 quantize_kv_row(k, G, c_.head_dim, key_q(layer) + slot * kv_dim, key_scales(layer) + slot * G);
@@ -221,9 +216,9 @@ private:
             float* scores = scores_.data() + std::int64_t{thread} * scratch_stride_;
             const Int8Rows int8{key_q(layer), key_scales(layer), value_q(layer), value_scales(layer),
                                 scores + std::int64_t{c_.n_heads} * c_.seq_len};
-            m_.attend(q_ + std::int64_t{r} * c_.dim, key_pool, value_pool, batch_[size_t(row.entry)].block_table.data(),
-                      block_size_, row.pos + 1, kv_heads * part / ranges, kv_heads * (part + 1) / ranges, scores,
-                      att_ + std::int64_t{r} * c_.dim, int8_ ? &int8 : nullptr);
+            m_.attend(m_.layer(layer), q_ + std::int64_t{r} * c_.q_dim(), key_pool, value_pool,
+                      batch_[size_t(row.entry)].block_table.data(), block_size_, row.pos + 1, kv_heads * part / ranges,
+                      kv_heads * (part + 1) / ranges, scores, att_ + std::int64_t{r} * c_.q_dim(), int8_ ? &int8 : nullptr);
         };
         m_.pool().run(n * ranges, job);
     }

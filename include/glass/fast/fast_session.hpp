@@ -35,10 +35,13 @@
 /// Per chunk of up to `prefill_chunk` positions (decode = a chunk of one):
 ///   x = embedding rows                                        [n, dim]
 ///   per layer: xn = rmsnorm(x); q | k | v = xn Wqᵀ | xn Wkᵀ | xn Wvᵀ   (k, v written straight
-///              into the cache rows); rope(q, k); att = attention(q, cache)  [n, dim];
+///              into the cache rows); rope(q, k); att = attention(q, cache)  [n, q_dim];
 ///              x += att Woᵀ; xn = rmsnorm(x); h = silu(xn W1ᵀ) ⊙ (xn W3ᵀ)  [n, hidden];
 ///              x += h W2ᵀ
 ///   logits = rmsnorm(x[last]) Wclsᵀ                            [vocab]
+/// (each family's additions to these steps: fast_model.hpp). A model with a sliding window or
+/// soft-capped scores (Mistral, Gemma 2/3) prefills with the score rows, which apply both;
+/// FlashAttention's tiles know the causal mask only.
 /// ```
 #pragma once
 
@@ -58,9 +61,17 @@
 
 namespace glass::fast {
 
+/// FlashAttention's tiles (fast_flash_attention.hpp) apply the causal mask and nothing else: a
+/// model whose layers have a sliding window or soft-capped scores prefills with the score rows.
+inline FastOptions session_options(const ModelConfig& c, FastOptions o) {
+    if (c.sliding_window > 0 || c.attn_logit_softcap > 0.0f) o.flash_attention = false;
+    return o;
+}
+
 class FastCpuSession : public Session {
 public:
-    FastCpuSession(const Model& model, FastOptions options) : m_(model, options, SingleRow::matvec), c_(model.config) {
+    FastCpuSession(const Model& model, FastOptions options)
+        : m_(model, session_options(model.config, options), SingleRow::matvec), c_(model.config) {
         allocate_buffers();
     }
 
@@ -141,7 +152,7 @@ private:
         }
         // Every buffer rounded up to a multiple of 16 floats (64 bytes) so each starts aligned.
         const std::int64_t sizes[] = {
-            n * c_.dim, n * c_.dim, n * c_.dim, n * c_.dim,   // x, xn, q, att
+            n * c_.dim, n * c_.dim, n * c_.q_dim(), n * c_.q_dim(),  // x, xn, q, att
             n * c_.hidden_dim, n * c_.hidden_dim,             // gate, up
             c_.vocab_size,                                    // logits
             T * scores_per_thread(),                          // attention scores, per thread
@@ -203,6 +214,7 @@ private:
     // one query, FastModel::attend, one KV head (and its query heads) per item, so no two items
     // write the same output.
     void attention(int layer, int n, int start) {
+        const FastModel::Layer& w = m_.layer(layer);
         if (n > 1) {
             const auto t0 = std::chrono::steady_clock::now();
             prefill_attention(layer, n, start);
@@ -218,11 +230,11 @@ private:
         auto job = [&](int g, int thread) {
             const int whole_cache[1] = {0};  // one block of seq_len positions: position j is row j
             float* scratch = scores_ + std::int64_t{thread} * scores_per_thread();
-            if (!is_int8) return m_.attend(q_, keys, values, whole_cache, c_.seq_len, start + 1, g, g + 1, scratch, att_);
+            if (!is_int8) return m_.attend(w, q_, keys, values, whole_cache, c_.seq_len, start + 1, g, g + 1, scratch, att_);
             const Int8Rows int8{key_q_.data() + rows * c_.kv_dim(), key_scales_.data() + rows * c_.n_kv_heads,
                                 value_q_.data() + rows * c_.kv_dim(), value_scales_.data() + rows * c_.n_kv_heads,
                                 scratch + score_floats()};
-            m_.attend(q_, keys, values, whole_cache, c_.seq_len, start + 1, g, g + 1, scratch, att_, &int8);
+            m_.attend(w, q_, keys, values, whole_cache, c_.seq_len, start + 1, g, g + 1, scratch, att_, &int8);
         };
         m_.pool().run(c_.n_kv_heads, job);
     }
@@ -231,12 +243,14 @@ private:
     // kAttentionRows consecutive positions (kernels_avx512_attention.hpp says why):
     //   keys_t[g] = K_gᵀ                  [head_dim, start+n]   once per layer and KV head
     //   S = Q_block K_gᵀ · scale          [rows, visible of the block's last row]
-    //   P = softmax of each row over its own visible keys; later keys (causal mask) get 0
+    //   P = softmax of each row over its own visible keys (soft-capped first, Gemma 2); later
+    //       keys (causal mask) and, with a sliding window, keys before it get 0
     //   att_block = P V_g                 [rows, head_dim]
     void prefill_attention(int layer, int n, int start) {
-        const int hd = c_.head_dim, kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head();
+        const int hd = c_.head_dim, kv_dim = c_.kv_dim(), group = c_.heads_per_kv_head(), q_dim = c_.q_dim();
         const int total = start + n, ld = c_.seq_len;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        const float scale = m_.score_scale();
+        const FastModel::Layer& w = m_.layer(layer);
         const float* keys = layer_keys(layer);
         const float* values = layer_values(layer);
         if (m_.options().flash_attention) {  // C19: tile by tile with the online softmax, no score rows
@@ -247,8 +261,8 @@ private:
             const int first = kept_tiles() ? tiled_upto_[static_cast<size_t>(layer)] : 0;
             transpose_keys_tiled(keys, kv_dim, total, c_.n_kv_heads, hd, kFlashTiles.k, tiles, stride, m_.pool(), first);
             if (kept_tiles()) tiled_upto_[static_cast<size_t>(layer)] = total;
-            fast::flash_attention(q_, c_.dim, tiles, stride, values, kv_dim, n, start, {c_.n_heads, c_.n_kv_heads, hd},
-                                  scale, att_, c_.dim, m_.pool(), m_.kernels(), kFlashTiles, flash_);
+            fast::flash_attention(q_, q_dim, tiles, stride, values, kv_dim, n, start, {c_.n_heads, c_.n_kv_heads, hd},
+                                  scale, att_, q_dim, m_.pool(), m_.kernels(), kFlashTiles, flash_);
             return;
         }
         auto transpose = [&](int g, int) {  // keys_t[g][d][j] = keys[j][g·hd + d]
@@ -266,16 +280,18 @@ private:
             for (int i0 = 0; i0 < n; i0 += kAttentionRows) {
                 const int rows = std::min(kAttentionRows, n - i0);
                 const int keys_seen = start + i0 + rows;  // visible to the block's last row
-                k.attention_scores(q_ + std::int64_t{i0} * c_.dim + h * hd, c_.dim, rows, kt, ld, keys_seen, hd,
+                k.attention_scores(q_ + std::int64_t{i0} * q_dim + h * hd, q_dim, rows, kt, ld, keys_seen, hd,
                                    scale, scores, ld);
                 for (int r = 0; r < rows; ++r) {
-                    const int visible = start + i0 + r + 1;
+                    const int visible = start + i0 + r + 1, first = FastModel::first_visible(w, visible - 1);
                     float* row = scores + std::int64_t{r} * ld;
-                    k.softmax(row, visible);
+                    m_.cap_scores(row + first, visible - first);
+                    k.softmax(row + first, visible - first);
+                    for (int j = 0; j < first; ++j) row[j] = 0.0f;  // before the window (0 · v adds nothing)
                     for (int j = visible; j < keys_seen; ++j) row[j] = 0.0f;
                 }
                 k.attention_mix(scores, ld, rows, values + g * hd, kv_dim, keys_seen, hd,
-                                att_ + std::int64_t{i0} * c_.dim + h * hd, c_.dim);
+                                att_ + std::int64_t{i0} * q_dim + h * hd, q_dim);
             }
         };
         m_.pool().run(c_.n_heads, job);
@@ -323,10 +339,8 @@ private:
     // `every_row` [n, vocab], every row's (speculative decoding's verify).
     void forward(std::span<const int> ids, float* every_row = nullptr) {
         const int n = static_cast<int>(ids.size()), start = length_;
-        const int dim = c_.dim, kv_dim = c_.kv_dim();
-        for (int t = 0; t < n; ++t)
-            std::memcpy(x_ + std::int64_t{t} * dim, m_.model().token_embedding + std::int64_t{ids[t]} * dim,
-                        sizeof(float) * static_cast<size_t>(dim));
+        const int dim = c_.dim, kv_dim = c_.kv_dim(), q_dim = c_.q_dim();
+        for (int t = 0; t < n; ++t) m_.embed(ids[t], x_ + std::int64_t{t} * dim);
         for (int l = 0; l < c_.n_layers; ++l) {
             const FastModel::Layer& w = m_.layer(l);
             // New keys and values land directly in their cache rows start .. start+n-1.
@@ -334,13 +348,10 @@ private:
             float* v_rows = layer_values(l) + std::int64_t{start} * kv_dim;
 
             m_.rmsnorm(x_, w.rms_att, xn_, n);
-            const Product qkv[] = {{&w.wq, xn_, dim, q_, dim, false},
-                                   {&w.wk, xn_, dim, k_rows, kv_dim, false},
-                                   {&w.wv, xn_, dim, v_rows, kv_dim, false}};
-            m_.run_products(qkv, n);
+            m_.attention_inputs(w, xn_, n, q_, k_rows, kv_dim, v_rows, kv_dim);  // q | k | v (+ biases, q/k norms)
             for (int t = 0; t < n; ++t) {
-                m_.rope(q_ + std::int64_t{t} * dim, c_.n_heads, start + t);
-                m_.rope(k_rows + std::int64_t{t} * kv_dim, c_.n_kv_heads, start + t);
+                m_.rope(w, q_ + std::int64_t{t} * q_dim, c_.n_heads, start + t);
+                m_.rope(w, k_rows + std::int64_t{t} * kv_dim, c_.n_kv_heads, start + t);
             }
             if (m_.options().kv == KvType::int8) store_int8(l, start, n);
             attention(l, n, start);
@@ -348,15 +359,13 @@ private:
         }
         length_ += n;
         if (every_row) {
-            m_.rmsnorm(x_, m_.model().rms_final, xn_, n);
-            const Product cls[] = {{&m_.classifier(), xn_, dim, every_row, c_.vocab_size, false}};
-            m_.run_products(cls, n);
+            m_.rmsnorm(x_, m_.final_gain(), xn_, n);
+            m_.logits(xn_, n, every_row);
             return;
         }
         // Only the last position's logits are needed (the next token's distribution).
-        m_.rmsnorm(x_ + std::int64_t{n - 1} * dim, m_.model().rms_final, xn_, 1);
-        const Product cls[] = {{&m_.classifier(), xn_, dim, logits_, c_.vocab_size, false}};
-        m_.run_products(cls, 1);
+        m_.rmsnorm(x_ + std::int64_t{n - 1} * dim, m_.final_gain(), xn_, 1);
+        m_.logits(xn_, 1, logits_);
     }
 
     FastModel m_;             // packed weights, threads, kernels, products, norms, RoPE
