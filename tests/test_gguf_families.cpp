@@ -284,3 +284,41 @@ TEST_CASE("glass generate -m GGUF and -m FOLDER: the model's own tokenizer, the 
     CHECK(j["config_sources"]["head_dim"] == "config.json head_dim");
     CHECK(std::find(j["family_deltas"].begin(), j["family_deltas"].end(), "qk_norm") != j["family_deltas"].end());
 }
+
+TEST_CASE("end of generation: EOS and each family's end-of-turn token, from the GGUF and from the folder; generate stops on either") {
+    const nlohmann::json manifest = read_json(families_dir() + "/manifest.json");
+    for (const std::string& f : kFamilies) {
+        CAPTURE(f);
+        std::vector<int> want = manifest["families"][f]["config"]["gguf"]["stop_ids"];  // eos, then <|im_end|> ...
+        std::sort(want.begin(), want.end());
+        const std::string gguf = families_dir() + "/" + f + "-F32.gguf", folder = families_dir() + "/" + f + "-hf-f32";
+        const glass::Model m = glass::load_model(gguf);
+        const std::unique_ptr<glass::Tokenizer> from_gguf = glass::load_model_tokenizer(gguf, m, "", "");
+        const std::unique_ptr<glass::Tokenizer> from_folder = glass::load_model_tokenizer(folder, m, "", "");
+        CHECK(from_gguf->end_of_generation_ids() == want);
+        CHECK(from_folder->end_of_generation_ids() == want);
+        // The stop rule generate() and the serving engine share: any of them ends the reply as EOS.
+        for (const int id : want) {
+            glass::GenerateOptions o;
+            o.max_new_tokens = 8;
+            glass::TokenOutput out(*from_gguf, o, 0);
+            CHECK(out.push(id, 1, 64).empty());
+            CHECK(out.done());
+            CHECK(out.stop_reason() == glass::StopReason::eos);
+        }
+        glass::GenerateOptions o;
+        glass::TokenOutput out(*from_gguf, o, 0);
+        int ordinary = 0;  // the first id that is neither BOS nor an end
+        while (ordinary == from_gguf->bos_id() || std::find(want.begin(), want.end(), ordinary) != want.end()) ++ordinary;
+        out.push(ordinary, 1, 64);
+        CHECK(!out.done());
+    }
+    // A folder whose eos_token_id is not a token id is refused by name.
+    const std::string bad = test::bin_dir() + "/../families-bad-eos-" + std::to_string(::getpid());
+    std::filesystem::remove_all(bad);
+    std::filesystem::copy(families_dir() + "/qwen2-hf-f32", bad);
+    std::ofstream(bad + "/generation_config.json") << R"({"eos_token_id": ["<|im_end|>"]})";
+    const glass::Model m = glass::load_model(bad);
+    CHECK_THROWS_WITH_AS(glass::load_model_tokenizer(bad, m, "", ""), doctest::Contains("is not a token id"), glass::Error);
+    std::filesystem::remove_all(bad);
+}

@@ -434,7 +434,7 @@ int cmd_explain(int argc, char** argv) {
     e.stop = "steps";
     for (int step = 0;; ++step) {
         e.tokens.push_back({cache.length(), next, tok.piece(next), "next"});
-        if (next == tok.bos_id() || next == tok.eos_id()) {
+        if (next == tok.bos_id() || tok.ends_generation(next)) {  // EOS, <|im_end|>, <end_of_turn> ...
             e.stop = next == tok.bos_id() ? "bos" : "eos";
             break;
         }

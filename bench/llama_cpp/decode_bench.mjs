@@ -1,14 +1,14 @@
 // llama.cpp's prefill and decode speed on a GGUF file, timed as `glass bench` times glass:
 // a prompt of P token ids, then G greedy decode steps; medians over R runs.
-// usage: node decode_bench.mjs MODEL.gguf THREADS P G R
+// usage: node decode_bench.mjs MODEL.gguf THREADS P G R [VOCAB]   (VOCAB: the prompt's ids stay below it; default 32000)
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 import fs from "node:fs";
 const pkg = (name) => JSON.parse(fs.readFileSync(new URL(`./node_modules/${name}/package.json`, import.meta.url)));
-const [model, threads, P, G, R] = process.argv.slice(2);
-const [nThreads, promptLen, gen, runs] = [threads, P, G, R].map(Number);
+const [model, threads, P, G, R, V] = process.argv.slice(2);
+const [nThreads, promptLen, gen, runs, vocab] = [threads, P, G, R, V ?? 32000].map(Number);
 const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
 const m = await llama.loadModel({modelPath: model});
-const prompt = Array.from({length: promptLen}, (_, i) => 259 + (i * 7919) % 20000);  // fixed ids past the byte tokens
+const prompt = Array.from({length: promptLen}, (_, i) => 259 + (i * 7919) % Math.min(20000, vocab - 259));  // fixed ids past the byte tokens
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const prefill = [], decode = [];
 for (let r = -1; r < runs; ++r) {  // run -1 warms up (pages of the mapped file, thread pool): not counted

@@ -120,7 +120,8 @@ inline StepLogprobs step_logprobs(std::span<const float> logits, int chosen, int
 /// What happens to each token once it is chosen, for one request: the stop rules and the text
 /// that streams out. generate() below and the serving engine (serve/engine.hpp) both feed their
 /// tokens through one of these, so they stop and stream identically.
-///   push(id) records id, then stops on BOS (llama2.c's rule) or EOS without showing it; else
+///   push(id) records id, then stops on BOS (llama2.c's rule) or EOS without showing it (or on
+///   any end-of-generation id the model names: `<|eot_id|>`, `<|im_end|>`, `<end_of_turn>`); else
 ///   decodes it after the previous token, lets out only whole UTF-8 characters and nothing that
 ///   could still become a stop string, and stops on a stop string, on max_new_tokens, or when the
 ///   cache is full (`positions_cached` >= `context`). On stopping (but not on a stop string) the
@@ -136,7 +137,7 @@ public:
         generated_.push_back(id);
         std::string out;
         if (options_->stop_on_bos && id == tokenizer_->bos_id()) stop(StopReason::bos);
-        else if (options_->stop_on_eos && id == tokenizer_->eos_id()) stop(StopReason::eos);
+        else if (options_->stop_on_eos && tokenizer_->ends_generation(id)) stop(StopReason::eos);  // EOS, <|im_end|> ...
         else {
             out = stop_filter_.push(utf8_.push(tokenizer_->decode(prev_, id)));
             prev_ = id;

@@ -12,7 +12,7 @@
 ///     tokenize/byte_level.hpp         GPT-2's printable stand-ins for bytes
 ///     tokenize/normalize.hpp          NFC
 ///   tokenize/bpe_merge.hpp          the merge loop both families share (rank = -score for SentencePiece)
-///   tokenize/special_tokens.hpp     "<|endoftext|>" & co. written in text
+///   tokenize/special_tokens.hpp     "`<|endoftext|>`" & co. written in text
 ///   tokenize/bpe_train.hpp          where a vocabulary comes from: BPE training
 ///   formats/llama2c_tokenizer.hpp   llama2.c's tokenizer.bin (Llama2cTokenizer)
 ///   formats/tiktoken_loader.hpp     .tiktoken rank files, GPT-2 encoder.json + vocab.bpe
@@ -23,6 +23,8 @@
 /// ```
 #pragma once
 
+#include <algorithm>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,7 +54,51 @@ public:
     virtual std::string decode(int prev_id, int id) const = 0;
     // The piece as stored in the vocabulary (for display).
     virtual std::string piece(int id) const = 0;
+
+    // Whether `id` ends a reply: EOS, or another of the model's end-of-generation tokens. A chat
+    // model ends its turn with a token of its own instead of EOS: <|eot_id|> (Llama 3 Instruct),
+    // <|im_end|> (Qwen), <end_of_turn> (Gemma). generate() and the serving engine stop there.
+    bool ends_generation(int id) const {
+        return id == eos_id() || std::find(more_ends_.begin(), more_ends_.end(), id) != more_ends_.end();
+    }
+    // EOS and the others, ascending. The model's loader adds the others (model_files.hpp: a GGUF's
+    // tokenizer.ggml.eot/eom_token_id and the texts of is_end_of_turn_text; a Hugging Face
+    // folder's generation_config.json eos_token_id, a number or a list).
+    std::vector<int> end_of_generation_ids() const {
+        std::vector<int> ids = more_ends_;
+        if (eos_id() >= 0 && !ends_generation_besides_eos(eos_id())) ids.push_back(eos_id());
+        std::sort(ids.begin(), ids.end());
+        return ids;
+    }
+    // Adds ids that end a reply (negative ones, "none", and repeats are skipped).
+    void add_end_of_generation_ids(std::span<const int> ids) {
+        for (int id : ids)
+            if (id >= 0 && !ends_generation_besides_eos(id)) more_ends_.push_back(id);
+    }
+
+private:
+    bool ends_generation_besides_eos(int id) const {
+        return std::find(more_ends_.begin(), more_ends_.end(), id) != more_ends_.end();
+    }
+    std::vector<int> more_ends_;  // end-of-generation ids other than (or besides) eos_id()
 };
+
+/// Token texts that end a chat model's turn. A GGUF names EOS, and at most one EOT and one EOM
+/// token, by id; llama.cpp's loader (src/llama-vocab.cpp, special_eog_ids) also treats every
+/// token spelled like one of these as end-of-generation, and glass follows it for GGUF files.
+inline bool is_end_of_turn_text(std::string_view piece) {
+    static constexpr std::string_view kTexts[] = {
+        "<|eot_id|>",     "<|eom_id|>",      // Llama 3.x Instruct (end of turn, end of message)
+        "<|im_end|>",                        // ChatML: Qwen, SmolLM
+        "<|end|>",                           // Phi-3
+        "<end_of_turn>",                     // Gemma
+        "<|endoftext|>",  "<|end_of_text|>", // GPT-2 style and Llama 3 base; Granite
+        "<EOT>",          "_<EOT>",          // CodeLlama infill
+        "<｜end▁of▁sentence｜>",             // DeepSeek
+        "<end_of_utterance>",                // SmolDocling
+    };
+    return std::find(std::begin(kTexts), std::end(kTexts), piece) != std::end(kTexts);
+}
 
 }  // namespace glass
 

@@ -67,6 +67,19 @@ inline std::vector<std::string> gguf_split_patterns(const std::string& pre) {
 }
 
 /// Builds the tokenizer a GGUF file describes.
+/// A GGUF tokenizer's end-of-generation ids besides EOS, as llama.cpp collects them: the EOT and
+/// EOM ids when the file names them, and every token spelled like an end of turn
+/// (is_end_of_turn_text).
+template <typename IdOr>
+std::unique_ptr<Tokenizer> with_end_of_generation(std::unique_ptr<Tokenizer> tok, const std::vector<std::string>& tokens,
+                                                  IdOr id_or) {
+    std::vector<int> ends = {id_or("tokenizer.ggml.eot_token_id", -1), id_or("tokenizer.ggml.eom_token_id", -1)};
+    for (size_t id = 0; id < tokens.size(); ++id)
+        if (is_end_of_turn_text(tokens[id])) ends.push_back(static_cast<int>(id));
+    tok->add_end_of_generation_ids(ends);
+    return tok;
+}
+
 inline std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
     const GgufFile f = read_gguf_metadata(path);
     const std::string model = f.get_string("tokenizer.ggml.model", "");
@@ -104,7 +117,7 @@ inline std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
         v.bos_id = id_or("tokenizer.ggml.bos_token_id", -1);
         v.eos_id = id_or("tokenizer.ggml.eos_token_id", -1);
         v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", false);  // llama.cpp's default for BPE
-        return std::make_unique<ByteLevelBpe>(std::move(v));
+        return with_end_of_generation(std::make_unique<ByteLevelBpe>(std::move(v)), tokens, id_or);
     }
     if (model == "llama") {
         SentencePieceVocab v;
@@ -121,7 +134,7 @@ inline std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
         v.bos_id = id_or("tokenizer.ggml.bos_token_id", 1);
         v.eos_id = id_or("tokenizer.ggml.eos_token_id", 2);
         v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", true);  // llama.cpp's default for SentencePiece
-        return std::make_unique<SentencePieceBpe>(std::move(v));
+        return with_end_of_generation(std::make_unique<SentencePieceBpe>(std::move(v)), tokens, id_or);
     }
     fail("GGUF file '", path, "': tokenizer model '", model,
          "' is not supported (glass reads 'gpt2' byte-level BPE and 'llama' SentencePiece BPE)");
