@@ -27,6 +27,7 @@
 #include "glass/fast/token_tiles.hpp"
 #include "glass/kv_cache.hpp"
 #include "glass/quantize.hpp"
+#include "glass/session.hpp"
 
 namespace kernel_checks {
 
@@ -46,6 +47,20 @@ inline double relative_error(std::span<const float> a, std::span<const float> b)
         scale = std::max(scale, std::fabs(double(b[i])));
     }
     return diff / scale;
+}
+
+// prefill(prompt) then decode(each of `next`) on both sessions; the worst relative_error of `got`
+// against `want` over every logits row returned.
+inline double worst_error(glass::Session& want, glass::Session& got, const std::vector<int>& prompt,
+                          const std::vector<int>& next) {
+    auto copy = [](std::span<const float> s) { return std::vector<float>(s.begin(), s.end()); };
+    double worst = relative_error(got.prefill(prompt), copy(want.prefill(prompt)));
+    for (int id : next) {
+        const std::vector<float> w = copy(want.decode(id));
+        worst = std::max(worst, relative_error(got.decode(id), w));
+    }
+    REQUIRE(got.position() == want.position());
+    return worst;
 }
 
 inline std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {

@@ -38,6 +38,7 @@ using glass::fast::WeightType;
 using kernel_checks::kAllTypes;
 using kernel_checks::random_vector;
 using kernel_checks::relative_error;
+using kernel_checks::worst_error;
 
 // Every kernel set this CPU runs, and those besides the portable reference: each test below runs
 // once per set, so an AVX2 machine tests portable + avx2, a Zen 4 all three.
@@ -162,24 +163,6 @@ TEST_CASE("int8 KV cache: a NaN key stays NaN: the reference refuses it, fast lo
     CHECK_THROWS_WITH_AS(glass::generate(fresh, test::shipped_tok(), "Once upon a time", o), doctest::Contains("nan"),
                          glass::Error);
 }
-
-namespace {
-
-// prefill(prompt) then decode(each of `next`) on both sessions; the worst relative error over
-// every logits row returned.
-double worst_error(glass::Session& ref, glass::Session& fast, const std::vector<int>& prompt,
-                   const std::vector<int>& next) {
-    auto copy = [](std::span<const float> s) { return std::vector<float>(s.begin(), s.end()); };
-    double worst = relative_error(fast.prefill(prompt), copy(ref.prefill(prompt)));
-    for (int id : next) {
-        const std::vector<float> want = copy(ref.decode(id));
-        worst = std::max(worst, relative_error(fast.decode(id), want));
-    }
-    REQUIRE(fast.position() == ref.position());
-    return worst;
-}
-
-}  // namespace
 
 TEST_CASE("FastCpuSession fp32 equals CpuSession on the shipped model (every kernel set, 1 and 2 threads, chunked prefill)") {
     const auto& model = test::shipped();

@@ -18,6 +18,7 @@ using glass::fast::FastCpuSession;
 using glass::fast::FastOptions;
 using glass::fast::WeightType;
 using kernel_checks::relative_error;
+using kernel_checks::worst_error;  // prefill + decode steps, worst max|a − b| / max|b|
 
 const std::vector<std::string> kFamilies = {"llama2", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"};
 
@@ -27,19 +28,6 @@ std::vector<int> ids_from(int seed, int n, int vocab) {
     std::vector<int> ids(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = (seed * 31 + i * 17 + (i * i) % 7) % vocab;
     return ids;
-}
-
-// prefill(prompt), then decode(each of next); the worst relative error (max |a − b| / max |b|)
-// over every logits row.
-double worst_error(glass::Session& ref, glass::Session& fast, const std::vector<int>& prompt, const std::vector<int>& next) {
-    auto copy = [](std::span<const float> s) { return std::vector<float>(s.begin(), s.end()); };
-    double worst = relative_error(fast.prefill(prompt), copy(ref.prefill(prompt)));
-    for (int id : next) {
-        const std::vector<float> want = copy(ref.decode(id));
-        worst = std::max(worst, relative_error(fast.decode(id), want));
-    }
-    REQUIRE(fast.position() == ref.position());
-    return worst;
 }
 
 }  // namespace
