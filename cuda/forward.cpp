@@ -35,6 +35,7 @@ const ModelConfig& require_device(const ModelConfig& c) {
 DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
     const ModelConfig& c = model.config;
     require_llama2_architecture(c, "the CUDA path");
+    require_fp32_weights(model, "the CUDA path");
     for (const LayerWeights& w : model.layers) {
         Layer l;
         l.rms_att = upload_vector(w.rms_att.data(), c.dim);

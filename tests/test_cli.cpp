@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "glass/fast/random_model.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -187,6 +188,40 @@ TEST_CASE("cli: a prompt filling the whole context generates one token, then sto
     CHECK(o.json["prompt_ids"].size() == 512);
     CHECK(o.json["generated_ids"].size() == 1);
     if (o.json.contains("stop_reason")) CHECK(o.json["stop_reason"] == "context_full");
+}
+
+TEST_CASE("cli: --context sets the window a model runs with; past 4096 declared positions the default is 4096") {
+    // A tiny llama2.c model whose header declares 5000 positions (Llama 3.x files declare 131072).
+    glass::ModelConfig c;
+    c.dim = 64, c.hidden_dim = 128, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 4, c.head_dim = 16;
+    c.vocab_size = 512, c.seq_len = 5000;
+    const std::string path = test::bin_dir() + "/../ctx5000-" + std::to_string(::getpid()) + ".bin";
+    glass::fast::write_random_checkpoint(c, path, 3);
+    const std::string cmd = glass_cmd() + " generate -m " + test::sh(path) + " --temperature 0 --json";
+    // Default: 4096 positions, said on stderr; a 4096-token prompt fills them (one token, then
+    // context_full) where the declared 5000 would leave room for all 5.
+    const test::Run capped = test::run(cmd + " --max-new-tokens 5 -p " + test::sh(prompt_of_tokens(4096)));
+    CAPTURE(capped.err);
+    REQUIRE(capped.exit_code == 0);
+    CHECK(capped.err.find("4096 positions, of the model's 5000") != std::string::npos);
+    const GenerateOutput full = split_generate(capped.out);
+    CHECK(full.json["generated_ids"].size() == 1);
+    CHECK(full.json["stop_reason"] == "context_full");
+    // --context 20 with a 12-token prompt: positions 12..19 and the token after the last one.
+    const test::Run small = test::run(cmd + " --context 20 --max-new-tokens 50 -p " + test::sh(prompt_of_tokens(12)));
+    CAPTURE(small.err);
+    REQUIRE(small.exit_code == 0);
+    const GenerateOutput twenty = split_generate(small.out);
+    CHECK(twenty.json["generated_ids"].size() == 20 - 12 + 1);
+    CHECK(twenty.json["stop_reason"] == "context_full");
+    // The fast path and explain take it too; past the model's own is a usage error naming both.
+    const test::Run fast = test::run(cmd + " --context 20 --threads 2 --max-new-tokens 50 -p " + test::sh(prompt_of_tokens(12)));
+    REQUIRE(fast.exit_code == 0);
+    CHECK(split_generate(fast.out).json["generated_ids"] == twenty.json["generated_ids"]);
+    const test::Run too_long = expect_error("generate -m " + test::sh(path) + " --context 6000 -p x", {"--context", "5000", "6000"});
+    CHECK(too_long.exit_code == 2);
+    expect_error("explain -m " + test::sh(path) + " --context 8 -p x", {"--context", "16"});
+    std::filesystem::remove(path);
 }
 
 // ---- generate: errors ----------------------------------------------------------------------

@@ -11,8 +11,10 @@
 #include <fstream>
 #include <functional>
 
+#include "glass/fast/fast_session.hpp"
 #include "glass/formats/gguf_model.hpp"
 #include "glass/formats/model_files.hpp"
+#include "kernel_checks.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -245,6 +247,14 @@ TEST_CASE("glass generate -m GGUF and -m FOLDER: the model's own tokenizer, the 
         INFO(fast.err);
         REQUIRE(fast.exit_code == 0);
         CHECK(last_json(fast.out)["generated_ids"] == a["generated_ids"]);
+        // A Q4_0 file: the reference widens it; --threads alone runs the fast path on its own
+        // blocks (q4, the stored type): the same weights, the same greedy ids.
+        const std::string q4 = test::sh(families_dir() + "/" + f + "-Q4_0.gguf");
+        const test::Run q4_reference = test::run(cmd + q4), q4_fast = test::run(cmd + q4 + " --threads 2");
+        INFO(q4_reference.err << q4_fast.err);
+        REQUIRE(q4_reference.exit_code == 0);
+        REQUIRE(q4_fast.exit_code == 0);
+        CHECK(last_json(q4_fast.out)["generated_ids"] == last_json(q4_reference.out)["generated_ids"]);
         // explain and chat take the same -m: explain's greedy steps are generate's; chat's prompt
         // is its plain-text template around the turn, through the model's own tokenizer.
         const test::Run explain = test::run(test::bin_dir() + "/glass explain --temperature 0 -n 3 --json -p " + test::sh(text) +
@@ -321,4 +331,51 @@ TEST_CASE("end of generation: EOS and each family's end-of-turn token, from the 
     const glass::Model m = glass::load_model(bad);
     CHECK_THROWS_WITH_AS(glass::load_model_tokenizer(bad, m, "", ""), doctest::Contains("is not a token id"), glass::Error);
     std::filesystem::remove_all(bad);
+}
+
+TEST_CASE("weights in their stored type: the fast path packs every GGUF and folder matrix from the file's own blocks, with no fp32 copy") {
+    // Loaded LoadWeights::as_stored, an F16, BF16, Q8_0 or Q4_0 matrix gets no fp32 view (null:
+    // nothing widened) and the fast path packs it from the stored bytes, in the same type: every
+    // packed weight then equals the widened reference weight bit for bit (a requantization would
+    // move some), and the fast logits follow the reference on the widened file within 1e-5, the
+    // fp32 rule (tests/test_fast_cpu.cpp): the same weights, only the order of fp32 sums differs.
+    const std::vector<std::pair<std::string, glass::fast::WeightType>> files = {
+        {"F16.gguf", glass::fast::WeightType::fp16}, {"BF16.gguf", glass::fast::WeightType::bf16},
+        {"Q8_0.gguf", glass::fast::WeightType::q8_0}, {"Q4_0.gguf", glass::fast::WeightType::q4_0},
+        {"hf-f16", glass::fast::WeightType::fp16},    {"hf-bf16", glass::fast::WeightType::bf16}};
+    for (const std::string& f : kFamilies) {
+        const nlohmann::json ref = read_json(families_dir() + "/" + f + "-reference.json");
+        const std::vector<int> prompt = ref["prompt_ids"], path = ref["greedy_ids"];
+        for (const auto& [file, type] : files) {
+            CAPTURE(f);
+            CAPTURE(file);
+            const std::string p = families_dir() + "/" + f + "-" + file;
+            const glass::Model stored = glass::load_model(p, glass::LoadWeights::as_stored);
+            const glass::Model widened = glass::load_model(p, glass::LoadWeights::fp32);
+            CHECK_FALSE(stored.fp32_weights);
+            CHECK(stored.token_embedding == nullptr);
+            CHECK(stored.layers[0].w2.data() == nullptr);
+            CHECK(glass::fast::stored_weight_type(stored) == type);
+            CHECK_THROWS_WITH_AS(glass::CpuSession{stored}, doctest::Contains("stored type"), glass::Error);
+
+            const glass::fast::FastOptions options{.threads = 2, .weights = type};
+            glass::fast::FastModel packed(stored, options, glass::fast::SingleRow::matvec);
+            const auto same_bits = [](const glass::fast::PackedMatrix& got, const glass::ConstMatrixMap& want) {
+                for (int r = 0; r < want.rows(); ++r)
+                    for (int k = 0; k < want.cols(); ++k)
+                        if (got.at(r, k) != want(r, k)) return false;
+                return true;
+            };
+            const int last = widened.config.n_layers - 1;
+            CHECK(same_bits(packed.layer(0).wq, widened.layers[0].wq));  // q: permuted rows for a Llama folder
+            CHECK(same_bits(packed.layer(0).wk, widened.layers[0].wk));
+            CHECK(same_bits(packed.layer(last).w2, widened.layers[static_cast<size_t>(last)].w2));
+            CHECK(same_bits(packed.classifier(), widened.output_classifier()));
+
+            glass::CpuSession reference(widened);
+            glass::fast::FastCpuSession fast(stored, options);
+            const std::vector<int> next(path.begin(), path.begin() + 4);
+            CHECK(kernel_checks::worst_error(reference, fast, prompt, next) <= 1e-5);
+        }
+    }
 }

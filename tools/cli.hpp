@@ -1,6 +1,7 @@
 // tools/cli.hpp — what every `glass` subcommand shares: flag parsing, defaults, output helpers.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "glass/checkpoint.hpp"
 #include "glass/kv_cache.hpp"
 
 namespace cli {
@@ -159,5 +161,24 @@ int cmd_serve(int argc, char** argv);        // tools/cmd_serve.cpp
 int cmd_loadgen(int argc, char** argv);      // tools/cmd_loadgen.cpp
 int cmd_chat(int argc, char** argv);          // tools/cmd_chat.cpp
 int cmd_inspect(int argc, char** argv);       // tools/cmd_inspect.cpp
+
+// The context window a model file runs with: --context N (16 to the model's own), else the
+// model's own capped at kDefaultContext (llama.cpp's default as well), with a note on stderr.
+// Llama 3.x files declare 131072 positions, and the KV cache and RoPE tables are sized by the
+// window: 8.6 GB of fp32 keys and values for Llama 3.2 1B at 131072.
+inline constexpr int kDefaultContext = 4096;
+inline void context_from_flags(const Flags& flags, glass::Model& m) {
+    const int declared = m.config.seq_len, lowest = std::min(16, declared);
+    if (const auto ctx = flags.number<int>("--context")) {
+        if (*ctx < lowest || *ctx > declared)
+            throw UsageError("--context must be in [" + std::to_string(lowest) + ", " + std::to_string(declared) +
+                             "] (the model's context length), got " + std::to_string(*ctx));
+        m.config.seq_len = *ctx;
+    } else if (declared > kDefaultContext) {
+        m.config.seq_len = kDefaultContext;
+        std::fprintf(stderr, "glass: a context window of %d positions, of the model's %d (--context N for more)\n",
+                     kDefaultContext, declared);
+    }
+}
 
 }  // namespace cli

@@ -20,7 +20,7 @@ namespace cli {
 int cmd_bench(int argc, char** argv) {
     Flags flags("bench", {{"-m", true}, {"--threads", true}, {"--prompt-len", true}, {"--gen", true},
                           {"--runs", true}, {"--precision", true}, {"--weights", true}, {"--kv", true}, {"--activations", true},
-                          {"--kernels", true}, {"--probes", false}, {"--json", false}});
+                          {"--kernels", true}, {"--probes", false}, {"--json", false}, {"--context", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     if (!flags.has("-m")) throw UsageError("glass bench needs a model: -m FILE (glass random-model makes one)");
@@ -35,12 +35,14 @@ int cmd_bench(int argc, char** argv) {
     if (runs < 5) throw UsageError("--runs must be ≥ 5 (medians need several runs), got " + std::to_string(runs));
     if (flags.has("--precision") && flags.has("--weights"))
         throw UsageError("--weights is another name for --precision: give one of them");
-    const std::string precision = flags.get("--precision", flags.get("--weights", "fp32"));
-    const auto weights = glass::fast::weight_type_from_string(precision);
     const glass::KvType kv = kv_from_flags(flags);
-    const bool int8_activations = int8_activations_from_flags(flags, precision);
-
-    const glass::Model model = glass::load_model(flags.get("-m", ""));  // llama2.c, GGUF or a folder
+    // --activations int8 needs --precision q8 or q4 given (checked before the model is read).
+    const bool int8_activations = int8_activations_from_flags(flags, flags.get("--precision", flags.get("--weights", "")));
+    glass::Model model = glass::load_model(flags.get("-m", ""), glass::LoadWeights::as_stored);  // llama2.c, GGUF or a folder
+    context_from_flags(flags, model);
+    // No --precision: the type the file stores its matrices in (fp32 for llama2.c).
+    const std::string precision = flags.get("--precision", flags.get("--weights", glass::fast::to_string(glass::fast::stored_weight_type(model))));
+    const auto weights = glass::fast::weight_type_from_string(precision);
     const glass::ModelConfig& c = model.config;
     if (prompt_len + gen > c.seq_len)
         glass::fail("--prompt-len ", prompt_len, " + --gen ", gen, " exceeds the context window of ", c.seq_len);

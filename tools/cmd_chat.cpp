@@ -41,7 +41,7 @@ namespace cli {
 int cmd_chat(int argc, char** argv) {
     Flags flags("chat", {{"-m", true}, {"-t", true}, {"--system", true}, {"--max-new-tokens", true},
                          {"--temperature", true}, {"--top-p", true}, {"--top-k", true}, {"--min-p", true},
-                         {"--seed", true}, {"--json", false}});
+                         {"--seed", true}, {"--json", false}, {"--context", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (glass chat reads the turns from stdin)");
@@ -64,7 +64,8 @@ int cmd_chat(int argc, char** argv) {
     // overrides it). The template below stays plain text: a model's own chat template is the
     // chat-templates issue's.
     const std::string model_path = flags.get("-m", kDefaultModel);
-    const glass::Model model = glass::load_model(model_path);
+    glass::Model model = glass::load_model(model_path);
+    context_from_flags(flags, model);
     const std::unique_ptr<glass::Tokenizer> tok_owned =
         glass::load_model_tokenizer(model_path, model, flags.get("-t", ""), kDefaultTokenizer);
     const glass::Tokenizer& tok = *tok_owned;

@@ -368,7 +368,7 @@ int cmd_explain(int argc, char** argv) {
     Flags flags("explain", {{"-m", true}, {"-t", true}, {"-p", true}, {"-n", true}, {"--json", false},
                             {"--html", true}, {"--temperature", true}, {"--top-p", true}, {"--top-k", true},
                             {"--min-p", true}, {"--seed", true}, {"--layer", true}, {"--head", true},
-                            {"--brief", false}});
+                            {"--brief", false}, {"--context", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -396,7 +396,8 @@ int cmd_explain(int argc, char** argv) {
     e.prompt = flags.get("-p", "");
     // -m: a llama2.c checkpoint, a GGUF or a Hugging Face folder; the tokenizer comes with a GGUF
     // or a folder (-t overrides it).
-    const glass::Model model = glass::load_model(e.model_path);
+    glass::Model model = glass::load_model(e.model_path);
+    context_from_flags(flags, model);
     const std::unique_ptr<glass::Tokenizer> tok_owned =
         glass::load_model_tokenizer(e.model_path, model, flags.get("-t", ""), kDefaultTokenizer);
     const glass::Tokenizer& tok = *tok_owned;

@@ -19,7 +19,8 @@ namespace {
 // The backend behind the one generate loop:
 //   --device cpu (default)                the plain reference (transformer.hpp)
 //   --device cpu --threads N / --precision fp32|fp16|bf16|q8|q4
-//                                         the fast CPU path (fast/fast_session.hpp)
+//                                         the fast CPU path (fast/fast_session.hpp); without
+//                                         --precision, the type the model's file stores
 //   --device cuda [--precision fp32|fp16|bf16|q8|q4] [--cuda-graph] [--cuda-attention standard|flash]
 //                                         the GPU (cuda/); --cuda-graph replays each decode step
 //                                         as one CUDA graph; flash: FlashAttention for prefill and
@@ -35,7 +36,9 @@ std::unique_ptr<glass::Session> make_session(const std::string& device, const gl
     if (device == "cpu") {
         glass::fast::FastOptions options;
         options.threads = threads.value_or(1);
-        options.weights = glass::fast::weight_type_from_string(precision.empty() ? "fp32" : precision);
+        // No --precision: the type the file stores its matrices in (Q4_0 -> q4, BF16 -> bf16, ...).
+        options.weights = precision.empty() ? glass::fast::stored_weight_type(model)
+                                            : glass::fast::weight_type_from_string(precision);
         options.kv = kv;
         options.int8_activations = int8_activations;
         return std::make_unique<glass::fast::FastCpuSession>(model, options);
@@ -66,7 +69,7 @@ int cmd_generate(int argc, char** argv) {
                              {"--device", true}, {"--precision", true}, {"--threads", true},
                              {"--cuda-graph", false}, {"--top-logprobs", true},
                              {"--draft", true}, {"--draft-k", true}, {"--kv", true},
-                             {"--activations", true}, {"--cuda-attention", true}});
+                             {"--activations", true}, {"--cuda-attention", true}, {"--context", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -125,8 +128,12 @@ int cmd_generate(int argc, char** argv) {
         throw UsageError("--max-new-tokens must be > 0, got " + std::to_string(*max_new));
 
     // -m: a llama2.c checkpoint, or a GGUF file whose own vocabulary is the tokenizer (-t overrides).
+    // The fast CPU path packs a GGUF's or folder's matrices from their stored blocks: loaded
+    // as_stored, no fp32 copy of them is made. The reference and CUDA read fp32.
     const std::string model_path = flags.get("-m", kDefaultModel);
-    const glass::Model model = glass::load_model(model_path);
+    const bool fast_path = device == "cpu" && (threads || !precision.empty());
+    glass::Model model = glass::load_model(model_path, fast_path ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
+    context_from_flags(flags, model);
     const std::unique_ptr<glass::Tokenizer> tok_owned =
         glass::load_model_tokenizer(model_path, model, flags.get("-t", ""), kDefaultTokenizer);
     const glass::Tokenizer& tok = *tok_owned;

@@ -272,8 +272,6 @@ int cmd_serve(int argc, char** argv) {
     if (backend_name == "reference" && (flags.has("--threads") || flags.has("--precision")))
         throw UsageError("--threads and --precision apply to --backend fast");
     const int threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    const std::string precision = flags.get("--precision", "fp32");
-    const glass::fast::WeightType weights = glass::fast::weight_type_from_string(precision);
     if (threads < 1 || threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(threads));
     const int max_queue = flags.number<int>("--max-queue").value_or(64);
     if (max_queue < 1 || max_queue > 4096) throw UsageError("--max-queue must be in [1, 4096], got " + std::to_string(max_queue));
@@ -292,10 +290,13 @@ int cmd_serve(int argc, char** argv) {
     // The model: a file (-m, default the shipped one), or --shape NAME: random weights of that
     // shape made in memory (as serve-bench), to measure the server at a real model's size.
     if (flags.has("-m") && flags.has("--shape")) throw UsageError("give -m MODEL or --shape NAME, not both");
-    if (flags.has("--context") && !flags.has("--shape")) throw UsageError("--context applies to --shape");
     const std::string model_path = flags.has("--shape") ? flags.get("--shape", "") : flags.get("-m", kDefaultModel);
     const glass::Model model = [&] {
-        if (!flags.has("--shape")) return glass::load_model(model_path);  // llama2.c, GGUF or a folder
+        if (!flags.has("--shape")) {  // llama2.c, GGUF or a folder; the fast backend packs from the stored blocks
+            glass::Model m = glass::load_model(model_path, backend_name == "fast" ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
+            context_from_flags(flags, m);
+            return m;
+        }
         return glass::fast::random_model_in_memory(shape_config_from_flags(flags), /*seed=*/1);
     }();
     // The tokenizer: -t (default the shipped one) when its vocabulary is the model's. A shape's
@@ -315,9 +316,11 @@ int cmd_serve(int argc, char** argv) {
             tok_owner = std::make_unique<glass::serve::NumberTokenizer>(model.config.vocab_size);
     }
     const glass::Tokenizer& tok = *tok_owner;
+    // No --precision: the type the file stores its matrices in (fp32 for llama2.c and shapes).
+    const std::string precision = flags.get("--precision", glass::fast::to_string(glass::fast::stored_weight_type(model)));
     glass::fast::FastOptions fo;
     fo.threads = threads;
-    fo.weights = weights;
+    fo.weights = glass::fast::weight_type_from_string(precision);
     fo.kv = kv_from_flags(flags);  // both backends
     const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, model, fo);
     std::vector<std::unique_ptr<glass::Model>> draft_models;  // --draft: speculative decoding in the engine

@@ -61,7 +61,6 @@ int cmd_serve_bench(int argc, char** argv) {
         throw UsageError("--backend must be fast or reference, got '" + backend_name + "'");
     const int threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     if (threads < 1 || threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(threads));
-    const std::string precision = flags.get("--precision", "fp32");
     if (backend_name == "reference" && (flags.has("--threads") || flags.has("--precision")))
         throw UsageError("--threads and --precision apply to --backend fast");
 
@@ -94,7 +93,9 @@ int cmd_serve_bench(int argc, char** argv) {
     std::string model_name;
     if (flags.has("-m")) {
         model_name = flags.get("-m", "");
-        model = glass::load_model(model_name);  // llama2.c, GGUF or a Hugging Face folder
+        model = glass::load_model(model_name, backend_name == "fast" ? glass::LoadWeights::as_stored
+                                                                     : glass::LoadWeights::fp32);  // llama2.c, GGUF or a folder
+        context_from_flags(flags, *model);
     } else {
         const glass::ModelConfig c = shape_config_from_flags(flags);
         model_name = flags.get("--shape", "") + " (random weights, context " + std::to_string(c.seq_len) + ")";
@@ -102,6 +103,8 @@ int cmd_serve_bench(int argc, char** argv) {
     }
     const glass::ModelConfig& c = model->config;
     const glass::serve::NumberTokenizer tok(c.vocab_size);
+    // No --precision: the type the file stores its matrices in (fp32 for llama2.c and shapes).
+    const std::string precision = flags.get("--precision", glass::fast::to_string(glass::fast::stored_weight_type(*model)));
     glass::fast::FastOptions fast_options;
     fast_options.threads = threads;
     fast_options.weights = glass::fast::weight_type_from_string(precision);

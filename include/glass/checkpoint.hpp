@@ -41,6 +41,22 @@
 
 namespace glass {
 
+/// A weight matrix as its file stores it, row after row, in one of GGUF's types (gguf_model.hpp:
+/// 0 F32, 1 F16, 30 BF16, 8 Q8_0, 2 Q4_0; safetensors' F16/BF16 are the same bytes). The fast
+/// path packs its panels from these bytes, so a BF16 or Q4_0 file is never widened to fp32.
+struct StoredMatrix {
+    std::uint32_t type = 0;       ///< the ggml type of `bytes`
+    const char* bytes = nullptr;  ///< null: nothing recorded (a llama2.c checkpoint: use the fp32 view)
+    bool in_file = false;         ///< `bytes` lie in the read-only file mapping (not a copy in memory)
+};
+
+/// What a loader makes of weights that are not fp32 in the file (load_model's second argument).
+enum class LoadWeights {
+    fp32,       ///< widened once into fp32 copies: what the reference and CUDA paths read
+    as_stored,  ///< left in the file's type (StoredMatrix); the fp32 views of those matrices are
+                ///< null, so only the fast path (which packs from the stored bytes) can run it
+};
+
 /// One transformer block's weights. Matrices are [out, in]: y = W x.
 struct LayerWeights {
     ConstVectorMap rms_att;  ///< [dim]            RMSNorm gain before attention
@@ -61,6 +77,11 @@ struct LayerWeights {
     ConstVectorMap k_norm{nullptr, 0};               ///< [head_dim] per-head gain on k
     ConstVectorMap post_attention_norm{nullptr, 0};  ///< [dim] gain on attention's output (sandwich_norms: Gemma)
     ConstVectorMap post_mlp_norm{nullptr, 0};        ///< [dim] gain on the MLP's output
+
+    /// The matrices above as the file stores them (GGUF, safetensors); empty for llama2.c.
+    struct Stored {
+        StoredMatrix wq, wk, wv, wo, w1, w2, w3;
+    } stored = {};
 };
 
 /// The whole model: shapes plus views of every weight. Owns the mapping; move-only.
@@ -72,6 +93,11 @@ struct Model {
     const float* classifier = nullptr;       ///< [vocab, dim] (== token_embedding when shared)
     std::shared_ptr<const void> storage;     ///< keeps the mmap (or an owned buffer) alive
     std::int64_t weight_bytes = 0;           ///< bytes of weights read per forward position
+    StoredMatrix stored_embedding = {};      ///< token_embedding as stored (GGUF, safetensors)
+    StoredMatrix stored_classifier = {};     ///< classifier as stored
+    /// False when loaded with LoadWeights::as_stored and some matrix is not fp32 in the file:
+    /// then its fp32 view is null and only the fast path can run the model.
+    bool fp32_weights = true;
 
     ConstMatrixMap embedding_table() const {
         return ConstMatrixMap(token_embedding, config.vocab_size, config.dim);
@@ -81,6 +107,14 @@ struct Model {
     }
     ConstVectorMap final_norm() const { return ConstVectorMap(rms_final, config.dim); }
 };
+
+/// Refuses a model whose weights were left in their stored type (LoadWeights::as_stored) on a
+/// path that reads fp32 views: `who` names the path.
+inline void require_fp32_weights(const Model& m, const char* who) {
+    if (!m.fp32_weights)
+        fail(who, " reads fp32 weights, but this model was loaded with its weights in their stored type "
+             "(LoadWeights::as_stored): load it with LoadWeights::fp32, or run it on the fast path");
+}
 
 namespace detail {
 

@@ -273,7 +273,9 @@ inline std::vector<float> transformer_forward_all(const Model& m, KVCache& cache
 class CpuSession : public Session {
 public:
     /// `kv` int8: the KV cache holds int8 rows, one scale per KV head and token (kv_cache.hpp).
-    explicit CpuSession(const Model& model, KvType kv = KvType::fp32) : model_(model), cache_(model.config, kv) {}
+    explicit CpuSession(const Model& model, KvType kv = KvType::fp32) : model_(model), cache_(model.config, kv) {
+        require_fp32_weights(model, "the reference (CpuSession)");
+    }
 
     const ModelConfig& config() const override { return model_.config; }
     int position() const override { return cache_.length(); }

@@ -9,15 +9,28 @@
 #pragma once
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
 #include "glass/errors.hpp"
 
 namespace glass::fast {
+
+/// Lets the kernel drop this process's copies of the pages of a read-only file mapping inside
+/// [p, p + bytes) (MADV_DONTNEED): the fast path calls it once the weights are packed, so the
+/// file's pages stop counting twice. Reading them again is still correct (they fault back in
+/// from the file); only for a file mapping — on anonymous memory it would zero the pages.
+inline void release_file_pages(const void* p, std::size_t bytes) {
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+    const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(p) + bytes) / page * page;
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 class HugeBuffer {
 public:

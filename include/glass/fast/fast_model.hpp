@@ -6,7 +6,8 @@
 /// differ in where K/V live; everything else is this one FastModel:
 ///
 ///   weights   every matrix packed once into 32-row panels (packed_weights.hpp), in one arena,
-///             as fp32, fp16, bf16 or Q8_0; the norm gains stay the checkpoint's fp32
+///             as fp32, fp16, bf16, Q8_0 or Q4_0 — from the file's own blocks when the model
+///             kept them (LoadWeights::as_stored: no fp32 copy ever exists); the norm gains fp32
 ///   threads   one pool (thread_pool.hpp) and the kernel table chosen for this CPU (kernels.hpp)
 ///   products  Y = X Wᵀ for n rows X [n, in] -> Y [n, out], the rows of W shared among the
 ///             threads; q/k/v and gate/up each in one parallel region
@@ -35,6 +36,7 @@
 #include <deque>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -218,10 +220,17 @@ public:
 
     // The rows' input to the layer: x [n, dim] -> the row's token embedding, times the config's
     // scale (Gemma: √dim, so the embeddings start at the size the rest of the stream has).
+    // A model whose table stayed in its stored type (LoadWeights::as_stored) widens the one row.
     void embed(int id, float* x) const {
-        const float* row = model_.token_embedding + std::int64_t{id} * c_.dim;
+        if (model_.token_embedding) {
+            std::memcpy(x, model_.token_embedding + std::int64_t{id} * c_.dim, sizeof(float) * static_cast<size_t>(c_.dim));
+        } else {
+            const StoredMatrix& table = model_.stored_embedding;
+            ggml_to_float(table.type, table.bytes + id * ggml_bytes(table.type, c_.dim), c_.dim, x);
+        }
         const float scale = c_.embedding_scale;
-        for (int i = 0; i < c_.dim; ++i) x[i] = scale == 1.0f ? row[i] : row[i] * scale;
+        if (scale != 1.0f)
+            for (int i = 0; i < c_.dim; ++i) x[i] *= scale;
     }
 
     // q | k | v = xn Wqᵀ | xn Wkᵀ | xn Wvᵀ for n rows, in one parallel region; then
@@ -428,7 +437,8 @@ private:
 
     void pack_weights() {
         struct Source {
-            const float* w;
+            const float* w;       // fp32 view (null when the model kept the stored type)
+            StoredMatrix stored;  // the file's bytes: packed from, when there are any
             int rows, cols;
             PackedMatrix* out;
         };
@@ -447,12 +457,14 @@ private:
             dst.bk = src.bk.size() ? src.bk.data() : nullptr;
             dst.bv = src.bv.size() ? src.bv.data() : nullptr;
             dst.window = c_.window_of_layer(l);
-            for (auto [m, out] : {std::pair{&src.wq, &dst.wq}, {&src.wk, &dst.wk}, {&src.wv, &dst.wv},
-                                  {&src.wo, &dst.wo}, {&src.w1, &dst.w1}, {&src.w2, &dst.w2},
-                                  {&src.w3, &dst.w3}})
-                sources.push_back({m->data(), static_cast<int>(m->rows()), static_cast<int>(m->cols()), out});
+            const LayerWeights::Stored& st = src.stored;
+            for (auto [m, stored, out] : {std::tuple{&src.wq, &st.wq, &dst.wq}, {&src.wk, &st.wk, &dst.wk},
+                                          {&src.wv, &st.wv, &dst.wv}, {&src.wo, &st.wo, &dst.wo},
+                                          {&src.w1, &st.w1, &dst.w1}, {&src.w2, &st.w2, &dst.w2},
+                                          {&src.w3, &st.w3, &dst.w3}})
+                sources.push_back({m->data(), *stored, static_cast<int>(m->rows()), static_cast<int>(m->cols()), out});
         }
-        sources.push_back({model_.classifier, c_.vocab_size, c_.dim, &classifier_});
+        sources.push_back({model_.classifier, model_.stored_classifier, c_.vocab_size, c_.dim, &classifier_});
         final_gain_ = gain(model_.rms_final, c_.dim);
 
         // One arena for all of them, each matrix starting on a 64-byte (cache line) boundary.
@@ -463,11 +475,16 @@ private:
             total += (packed_bytes(s.rows, s.cols, options_.weights) + 63) / 64 * 64;
         }
         arena_ = HugeBuffer(static_cast<std::size_t>(total));
-        auto pack = [&](int i, int) {  // one matrix per item
-            *sources[size_t(i)].out = pack_matrix(sources[size_t(i)].w, sources[size_t(i)].rows, sources[size_t(i)].cols,
-                                                  options_.weights, arena_.as<unsigned char>() + offsets[size_t(i)]);
+        auto pack = [&](int i, int) {  // one matrix per item, from the file's own bytes where known
+            const Source& s = sources[size_t(i)];
+            unsigned char* dest = arena_.as<unsigned char>() + offsets[size_t(i)];
+            *s.out = s.stored.bytes ? pack_stored_matrix(s.stored, s.rows, s.cols, options_.weights, dest)
+                                    : pack_matrix(s.w, s.rows, s.cols, options_.weights, dest);
         };
         pool_.run(static_cast<int>(sources.size()), pack);
+        // The panels now hold every weight: the file's pages need not stay in this process.
+        for (const Source& s : sources)
+            if (s.stored.bytes && s.stored.in_file) release_file_pages(s.stored.bytes, static_cast<size_t>(ggml_bytes(s.stored.type, std::int64_t{s.rows} * s.cols)));
         weight_bytes_ = 4 * std::int64_t{c_.dim};  // the final norm; each layer's norms and biases, fp32:
         for (const LayerWeights& src : model_.layers)
             for (const ConstVectorMap* v : {&src.rms_att, &src.rms_ffn, &src.bq, &src.bk, &src.bv, &src.q_norm,

@@ -32,6 +32,11 @@
 /// Q4_0 the same with 512 bytes of integers, 8 groups of [16 bytes][4 inputs] (q4_offset): the
 /// byte of row i and input k holds row i in its low 4 bits and row i + 16 in its high 4 bits,
 /// each as q + 8 (576 bytes a block).
+///
+/// From a file's own blocks (pack_stored_matrix): a GGUF Q8_0 or Q4_0 matrix packed as q8 or q4
+/// keeps its integers and fp16 scales bit for bit, only moved into the panel layout; F16 and
+/// BF16 into fp16 and bf16 are copies too. Any other pairing widens 32 rows at a time to fp32
+/// and packs those (quantizing when the panel type asks for it), so no whole fp32 copy exists.
 /// ```
 #pragma once
 
@@ -41,7 +46,9 @@
 #include <cstring>
 #include <string>
 
+#include "glass/checkpoint.hpp"
 #include "glass/errors.hpp"
+#include "glass/formats/gguf_model.hpp"
 #include "glass/half.hpp"
 #include "glass/quantize.hpp"
 
@@ -232,6 +239,91 @@ inline PackedMatrix pack_matrix(const float* w, int rows, int cols, WeightType t
                 std::memcpy(base + at * 2, &h, 2);
             }
         }
+    }
+    return m;
+}
+
+// The panel type a stored ggml type packs into without changing a bit (F32 -> fp32, F16 -> fp16,
+// BF16 -> bf16, Q8_0 -> q8, Q4_0 -> q4): the fast path's default for a GGUF or folder.
+inline WeightType weight_type_of_stored(std::uint32_t ggml_type) {
+    switch (static_cast<GgmlType>(ggml_type)) {
+        case GgmlType::f32: return WeightType::fp32;
+        case GgmlType::f16: return WeightType::fp16;
+        case GgmlType::bf16: return WeightType::bf16;
+        case GgmlType::q8_0: return WeightType::q8_0;
+        case GgmlType::q4_0: return WeightType::q4_0;
+        default: fail("stored type ", ggml_type_name(ggml_type), " has no fast-path panel type");
+    }
+}
+
+// The fast path's weight type for a model when none is asked for: the type its file stores the
+// matrices in (the first layer's gate projection, as the bulk goes), fp32 for a llama2.c
+// checkpoint.
+inline WeightType stored_weight_type(const Model& m) {
+    if (m.layers.empty() || m.layers[0].stored.w1.bytes == nullptr) return WeightType::fp32;
+    return weight_type_of_stored(m.layers[0].stored.w1.type);
+}
+
+// Writes the stored matrix `s` [rows, cols] into `dest` (packed_bytes() bytes, zeroed
+// beforehand) as `type`, and returns the view.
+inline PackedMatrix pack_stored_matrix(const StoredMatrix& s, int rows, int cols, WeightType type, unsigned char* dest) {
+    PackedMatrix m;
+    m.rows = rows;
+    m.cols = cols;
+    m.type = type;
+    m.data = dest;
+    const std::int64_t row_bytes = ggml_bytes(s.type, cols);
+    const auto row = [&](int r) { return reinterpret_cast<const unsigned char*>(s.bytes) + r * row_bytes; };
+    const auto stored_is = [&](GgmlType t) { return s.type == static_cast<std::uint32_t>(t); };
+    if ((stored_is(GgmlType::f16) && type == WeightType::fp16) || (stored_is(GgmlType::bf16) && type == WeightType::bf16)) {
+        for (int r = 0; r < rows; ++r) {  // 16-bit values moved, not converted
+            unsigned char* panel = dest + m.panel_bytes() * (r / kPanel) + (r % kPanel) * 2;
+            for (int k = 0; k < cols; ++k) std::memcpy(panel + std::int64_t{k} * kPanel * 2, row(r) + 2 * k, 2);
+        }
+        return m;
+    }
+    if (stored_is(GgmlType::q8_0) && type == WeightType::q8_0) {
+        // A GGUF block [fp16 d][32 int8] -> this row's lane of the panel's block: d among the
+        // 32 scales, each 4 inputs beside the other rows' same 4 (q8_offset).
+        for (int r = 0; r < rows; ++r)
+            for (int b = 0; b < cols / kQuantBlock; ++b) {
+                const unsigned char* in = row(r) + b * 34;
+                unsigned char* out = dest + m.panel_bytes() * (r / kPanel) + std::int64_t{b} * kQ8BlockBytes;
+                std::memcpy(out + (r % kPanel) * 2, in, 2);
+                for (int g = 0; g < kQuantBlock / 4; ++g) std::memcpy(out + kPanel * 2 + q8_offset(4 * g, r % kPanel), in + 2 + 4 * g, 4);
+            }
+        return m;
+    }
+    if (stored_is(GgmlType::q4_0) && type == WeightType::q4_0) {
+        // A GGUF block [fp16 d][16 bytes: value j in byte j % 16, low nibble for j < 16] of rows
+        // `lo` and lo + 16 -> one panel byte per input: row lo's nibble low, row lo + 16's high
+        // (q4_offset). Nibbles keep their q + 8 form; a missing row (past `rows`) is q = 0 (8).
+        for (int p = 0; p < m.panels(); ++p)
+            for (int b = 0; b < cols / kQuantBlock; ++b) {
+                unsigned char* out = dest + m.panel_bytes() * p + std::int64_t{b} * kQ4BlockBytes;
+                for (int lane = 0; lane < 16; ++lane) {
+                    const int lo = p * kPanel + lane, hi = lo + 16;
+                    const unsigned char* a = lo < rows ? row(lo) + b * 18 : nullptr;
+                    const unsigned char* c = hi < rows ? row(hi) + b * 18 : nullptr;
+                    if (a) std::memcpy(out + lane * 2, a, 2);
+                    if (c) std::memcpy(out + (lane + 16) * 2, c, 2);
+                    for (int j = 0; j < kQuantBlock; ++j) {
+                        const auto nibble = [j](const unsigned char* blk) {
+                            return blk == nullptr ? 8 : j < 16 ? blk[2 + j] & 0x0F : blk[2 + j - 16] >> 4;
+                        };
+                        out[kPanel * 2 + q4_offset(j, lane)] = static_cast<unsigned char>(nibble(a) | nibble(c) << 4);
+                    }
+                }
+            }
+        return m;
+    }
+    // Otherwise 32 rows (one panel) at a time: widened to fp32 (exactly as the reference widens
+    // them), then packed as pack_matrix packs a whole matrix.
+    std::vector<float> panel(static_cast<size_t>(kPanel) * static_cast<size_t>(cols));
+    for (int p = 0; p < m.panels(); ++p) {
+        const int r0 = p * kPanel, n = std::min(kPanel, rows - r0);
+        for (int r = 0; r < n; ++r) ggml_to_float(s.type, s.bytes + (r0 + r) * row_bytes, cols, panel.data() + std::int64_t{r} * cols);
+        pack_matrix(panel.data(), n, cols, type, dest + m.panel_bytes() * p);
     }
     return m;
 }

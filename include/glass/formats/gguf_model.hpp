@@ -7,7 +7,8 @@
 ///      general.architecture) and tensors "token_embd", "blk.N.attn_q", ... in their stored types.
 /// Out: a Model (checkpoint.hpp): its ModelConfig (the family deltas set from the architecture,
 ///      config.hpp) and fp32 views of every weight — straight into the mapped file for F32
-///      tensors, dequantized once into memory for F16, BF16, Q8_0 and Q4_0.
+///      tensors, dequantized once into memory for F16, BF16, Q8_0 and Q4_0 — or, loaded
+///      LoadWeights::as_stored, those matrices left in their blocks for the fast path to pack.
 ///
 /// Metadata -> ModelConfig (ARCH = llama, qwen2, qwen3, gemma2, gemma3):
 ///   ARCH.embedding_length dim; .feed_forward_length hidden_dim; .block_count n_layers;
@@ -318,15 +319,19 @@ struct GgufWeights {
 }  // namespace detail
 
 /// \brief Loads a GGUF model: config (gguf_model_config) and every weight, checked by name,
-/// shape and type. Throws glass::Error naming the file and the problem; nothing big is allocated
-/// before the header and the tensor table have been checked.
-inline Model load_gguf_model(const std::string& path) {
+/// shape and type. `how`: fp32 widens every non-F32 matrix once (what the reference reads);
+/// as_stored leaves them in the file's blocks (Model::fp32_weights false; StoredMatrix), for the
+/// fast path to pack from. Either way each matrix's stored bytes are recorded. Throws
+/// glass::Error naming the file and the problem; nothing big is allocated before the header and
+/// the tensor table have been checked.
+inline Model load_gguf_model(const std::string& path, LoadWeights how = LoadWeights::fp32) {
     const GgufModelFile g = open_gguf_model(path);
     try {
         const ModelConfig c = gguf_model_config(g);
         auto weights = std::make_shared<detail::GgufWeights>();
         weights->mapping = g.file.mapping;
         std::int64_t bytes_read_per_token = 0;
+        bool all_fp32 = true;
 
         // Checks name, shape and type first (for every tensor, before any is dequantized).
         const auto tensor = [&](const std::string& name, std::int64_t rows, std::int64_t cols) -> const GgufTensorInfo& {
@@ -344,12 +349,16 @@ inline Model load_gguf_model(const std::string& path) {
             g.bytes_of(*t);  // type readable, bytes inside the file
             return *t;
         };
-        // The fp32 values of a checked tensor.
-        const auto floats = [&](const GgufTensorInfo& t, bool counts_per_token) -> const float* {
+        // The fp32 values of a checked tensor; null for a matrix left in its stored type.
+        const auto floats = [&](const GgufTensorInfo& t, bool counts_per_token, bool matrix) -> const float* {
             const std::span<const char> b = g.bytes_of(t);
             if (counts_per_token) bytes_read_per_token += static_cast<std::int64_t>(b.size());
             if (t.type == 0 && reinterpret_cast<std::uintptr_t>(b.data()) % alignof(float) == 0)
                 return reinterpret_cast<const float*>(b.data());  // F32: used where it lies
+            if (matrix && how == LoadWeights::as_stored && t.type != 0) {
+                all_fp32 = false;
+                return nullptr;
+            }
             std::int64_t count = 1;
             for (const std::int64_t n : t.ne) count *= n;
             auto values = std::make_unique<std::vector<float>>(static_cast<size_t>(count));
@@ -358,11 +367,15 @@ inline Model load_gguf_model(const std::string& path) {
             return weights->owned.back()->data();
         };
         const std::int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
+        const auto stored = [&](const std::string& name) {
+            const GgufTensorInfo& t = *g.find(name);
+            return StoredMatrix{t.type, g.bytes_of(t).data(), true};
+        };
         const auto matrix = [&](const std::string& name, std::int64_t rows, std::int64_t cols) {
-            return ConstMatrixMap(floats(tensor(name, rows, cols), true), rows, cols);
+            return ConstMatrixMap(floats(tensor(name, rows, cols), true, true), rows, cols);
         };
         const auto vector = [&](const std::string& name, std::int64_t n) {
-            return ConstVectorMap(floats(tensor(name, 1, n), true), n);
+            return ConstVectorMap(floats(tensor(name, 1, n), true, false), n);
         };
         const auto optional_vector = [&](const std::string& name, std::int64_t n, bool wanted) {
             if (!wanted) {
@@ -374,9 +387,11 @@ inline Model load_gguf_model(const std::string& path) {
 
         Model m;
         m.config = c;
-        m.token_embedding = floats(tensor("token_embd.weight", V, d), c.shared_classifier);
+        m.token_embedding = floats(tensor("token_embd.weight", V, d), c.shared_classifier, true);
+        m.stored_embedding = stored("token_embd.weight");
         m.rms_final = vector("output_norm.weight", d).data();
         m.classifier = c.shared_classifier ? m.token_embedding : matrix("output.weight", V, d).data();
+        m.stored_classifier = c.shared_classifier ? m.stored_embedding : stored("output.weight");
         for (int l = 0; l < c.n_layers; ++l) {
             const std::string b = "blk." + std::to_string(l) + ".";
             m.layers.push_back(LayerWeights{
@@ -396,9 +411,13 @@ inline Model load_gguf_model(const std::string& path) {
                 .k_norm = optional_vector(b + "attn_k_norm.weight", c.head_dim, c.qk_norm),
                 .post_attention_norm = optional_vector(b + "post_attention_norm.weight", d, c.sandwich_norms),
                 .post_mlp_norm = optional_vector(b + "post_ffw_norm.weight", d, c.sandwich_norms),
+                .stored = {stored(b + "attn_q.weight"), stored(b + "attn_k.weight"), stored(b + "attn_v.weight"),
+                           stored(b + "attn_output.weight"), stored(b + "ffn_gate.weight"),
+                           stored(b + "ffn_down.weight"), stored(b + "ffn_up.weight")},
             });
         }
         m.weight_bytes = bytes_read_per_token;
+        m.fp32_weights = all_fp32;
         m.storage = std::move(weights);
         return m;
     } catch (const Error& e) {

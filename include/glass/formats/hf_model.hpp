@@ -5,7 +5,8 @@
 /// In:  a folder: config.json, model.safetensors or model.safetensors.index.json + its shards
 ///      (and tokenizer.json, read by hf_loader.hpp).
 /// Out: a Model (checkpoint.hpp): the ModelConfig from config.json, fp32 views of every weight
-///      (F32 tensors where they lie in the mapped file; F16 and BF16 widened once).
+///      (F32 tensors where they lie in the mapped file; F16 and BF16 widened once, or loaded
+///      LoadWeights::as_stored, left as they are for the fast path to pack: StoredMatrix).
 ///
 /// safetensors: 8-byte little-endian header length N, a JSON header of N bytes
 ///   {name: {"dtype": "F32"|"F16"|"BF16"|..., "shape": [...], "data_offsets": [begin, end]},
@@ -240,6 +241,7 @@ namespace detail {
 struct HfWeights {
     std::vector<std::shared_ptr<const void>> mappings;
     std::vector<std::unique_ptr<std::vector<float>>> owned;
+    std::vector<std::unique_ptr<std::vector<char>>> owned_bytes;  // q/k rows reordered, in F16/BF16
 };
 
 }  // namespace detail
@@ -247,7 +249,7 @@ struct HfWeights {
 /// \brief Loads a Hugging Face model folder. Throws glass::Error naming the folder, the file and
 /// the problem (a missing field or tensor, a shard the index names that is not there, a dtype or
 /// shape glass cannot use).
-inline Model load_hf_model(const std::string& dir) {
+inline Model load_hf_model(const std::string& dir, LoadWeights how = LoadWeights::fp32) {
     try {
         const nlohmann::json root = detail::read_json_file(dir + "/config.json");
         // The tensors: one file, or the shards the index names.
@@ -291,6 +293,8 @@ inline Model load_hf_model(const std::string& dir) {
         std::int64_t bytes_read_per_token = 0;
         // One tensor's fp32 values, checked by name, shape and dtype; `permute_heads` > 0 applies
         // the half-split -> adjacent-pair permutation to a q/k matrix of that many heads.
+        bool all_fp32 = true;
+        StoredMatrix last_stored;  // the stored form of the tensor `floats` read last
         const auto floats = [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool per_token,
                                 int permute_heads = 0) -> const float* {
             const SafetensorsTensor* t = find(name);
@@ -304,6 +308,24 @@ inline Model load_hf_model(const std::string& dir) {
             if (size == 0) fail("tensor '", name, "' has dtype ", t->dtype, ", which glass does not read (F32, F16, BF16)");
             if (per_token) bytes_read_per_token += static_cast<std::int64_t>(t->bytes.size());
             const std::int64_t count = rows * cols;
+            const std::uint32_t ggml_type = t->dtype == "F32" ? 0 : t->dtype == "F16" ? 1 : 30;
+            last_stored = {ggml_type, t->bytes.data(), true};
+            if (how == LoadWeights::as_stored && ggml_type != 0 && rows > 1) {  // a 16-bit matrix stays 16-bit
+                all_fp32 = false;
+                if (permute_heads > 0) {  // the q/k rows reordered (see below), still 16-bit
+                    auto bytes = std::make_unique<std::vector<char>>(t->bytes.size());
+                    const int hd = c.head_dim, half = hd / 2;
+                    const std::int64_t row_bytes = cols * 2;
+                    for (std::int64_t r = 0; r < rows; ++r) {  // adjacent row r comes from half-split row `from`
+                        const std::int64_t head = r / hd, i = (r % hd) / 2;
+                        const std::int64_t from = head * hd + i + (r % 2 ? half : 0);
+                        std::memcpy(bytes->data() + r * row_bytes, t->bytes.data() + from * row_bytes, static_cast<size_t>(row_bytes));
+                    }
+                    last_stored = {ggml_type, bytes->data(), false};
+                    weights->owned_bytes.push_back(std::move(bytes));
+                }
+                return nullptr;
+            }
             if (t->dtype == "F32" && permute_heads == 0 && reinterpret_cast<std::uintptr_t>(t->bytes.data()) % alignof(float) == 0)
                 return reinterpret_cast<const float*>(t->bytes.data());  // used where it lies
             auto values = std::make_unique<std::vector<float>>(static_cast<size_t>(count));
@@ -324,12 +346,20 @@ inline Model load_hf_model(const std::string& dir) {
                 Eigen::Map<RowMatrix>(v, rows, cols) = permute_rows_half_split_to_adjacent(m, permute_heads, c.head_dim);
             }
             weights->owned.push_back(std::move(values));
+            if (ggml_type == 0) last_stored = {0, reinterpret_cast<const char*>(weights->owned.back()->data()), false};
             return weights->owned.back()->data();
         };
         const std::int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
         const bool permute = c.rope_layout == RopeLayout::adjacent_pairs;
         const auto matrix = [&](const std::string& name, std::int64_t rows, std::int64_t cols, int permute_heads = 0) {
             return ConstMatrixMap(floats(name, rows, cols, true, permute_heads), rows, cols);
+        };
+        // A matrix's fp32 view (null when left stored) and its stored form.
+        const auto matrix_and_stored = [&](const std::string& name, std::int64_t rows, std::int64_t cols,
+                                           StoredMatrix& stored, int permute_heads = 0) {
+            const ConstMatrixMap view = matrix(name, rows, cols, permute_heads);
+            stored = last_stored;
+            return view;
         };
         const auto vector = [&](const std::string& name, std::int64_t n) { return ConstVectorMap(floats(name, 1, n, true), n); };
         const auto optional = [&](const std::string& name, std::int64_t n, bool wanted) {
@@ -340,24 +370,28 @@ inline Model load_hf_model(const std::string& dir) {
         Model m;
         m.config = c;
         m.token_embedding = floats(prefix + "embed_tokens.weight", V, d, c.shared_classifier);
+        m.stored_embedding = last_stored;
         m.rms_final = vector(prefix + "norm.weight", d).data();
         m.classifier = c.shared_classifier ? m.token_embedding
-                                           : matrix(find("lm_head.weight") ? "lm_head.weight" : "language_model.lm_head.weight", V, d).data();
+                                           : matrix_and_stored(find("lm_head.weight") ? "lm_head.weight" : "language_model.lm_head.weight",
+                                                               V, d, m.stored_classifier).data();
+        if (c.shared_classifier) m.stored_classifier = m.stored_embedding;
         for (int l = 0; l < c.n_layers; ++l) {
             const std::string b = prefix + "layers." + std::to_string(l) + ".";
+            LayerWeights::Stored s;
             m.layers.push_back(LayerWeights{
                 .rms_att = vector(b + "input_layernorm.weight", d),
-                .wq = matrix(b + "self_attn.q_proj.weight", q, d, permute ? c.n_heads : 0),
-                .wk = matrix(b + "self_attn.k_proj.weight", kv, d, permute ? c.n_kv_heads : 0),
-                .wv = matrix(b + "self_attn.v_proj.weight", kv, d),
-                .wo = matrix(b + "self_attn.o_proj.weight", d, q),
+                .wq = matrix_and_stored(b + "self_attn.q_proj.weight", q, d, s.wq, permute ? c.n_heads : 0),
+                .wk = matrix_and_stored(b + "self_attn.k_proj.weight", kv, d, s.wk, permute ? c.n_kv_heads : 0),
+                .wv = matrix_and_stored(b + "self_attn.v_proj.weight", kv, d, s.wv),
+                .wo = matrix_and_stored(b + "self_attn.o_proj.weight", d, q, s.wo),
                 // Llama-style models norm before the MLP under the name post_attention_layernorm;
                 // Gemma calls that one pre_feedforward_layernorm and uses post_attention_layernorm
                 // for the norm of attention's output.
                 .rms_ffn = vector(b + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"), d),
-                .w1 = matrix(b + "mlp.gate_proj.weight", h, d),
-                .w2 = matrix(b + "mlp.down_proj.weight", d, h),
-                .w3 = matrix(b + "mlp.up_proj.weight", h, d),
+                .w1 = matrix_and_stored(b + "mlp.gate_proj.weight", h, d, s.w1),
+                .w2 = matrix_and_stored(b + "mlp.down_proj.weight", d, h, s.w2),
+                .w3 = matrix_and_stored(b + "mlp.up_proj.weight", h, d, s.w3),
                 .bq = optional(b + "self_attn.q_proj.bias", q, c.qkv_bias),
                 .bk = optional(b + "self_attn.k_proj.bias", kv, c.qkv_bias),
                 .bv = optional(b + "self_attn.v_proj.bias", kv, c.qkv_bias),
@@ -366,8 +400,10 @@ inline Model load_hf_model(const std::string& dir) {
                 .post_attention_norm = optional(b + "post_attention_layernorm.weight", d, gemma),
                 .post_mlp_norm = optional(b + "post_feedforward_layernorm.weight", d, gemma),
             });
+            m.layers.back().stored = s;  // filled while the initializer above ran
         }
         m.weight_bytes = bytes_read_per_token;
+        m.fp32_weights = all_fp32;
         m.storage = std::move(weights);
         return m;
     } catch (const Error& e) {

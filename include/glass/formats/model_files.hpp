@@ -52,12 +52,14 @@ inline ModelFileKind model_file_kind(const std::string& path) {
     return in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0 ? ModelFileKind::gguf : ModelFileKind::llama2c;
 }
 
-/// The model at `path`, whatever its kind.
-inline Model load_model(const std::string& path) {
+/// The model at `path`, whatever its kind. `how`: LoadWeights::as_stored keeps a GGUF's or a
+/// folder's F16, BF16, Q8_0 and Q4_0 matrices in that type for the fast path (a llama2.c
+/// checkpoint is fp32 anyway).
+inline Model load_model(const std::string& path, LoadWeights how = LoadWeights::fp32) {
     switch (model_file_kind(path)) {
-        case ModelFileKind::gguf: return load_gguf_model(path);
+        case ModelFileKind::gguf: return load_gguf_model(path, how);
         case ModelFileKind::llama2c: return load_llama2c_checkpoint(path);
-        case ModelFileKind::hf_folder: return load_hf_model(path);
+        case ModelFileKind::hf_folder: return load_hf_model(path, how);
     }
     fail("model '", path, "': unknown kind");
 }

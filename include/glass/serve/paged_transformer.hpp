@@ -140,7 +140,9 @@ inline std::vector<float> paged_forward(const Model& m, PagedKVPool& pool, std::
 /// The CPU reference as a PagedBackend; `kv` int8: the pool keeps what an int8 cache holds.
 class CpuPagedBackend : public PagedBackend {
 public:
-    explicit CpuPagedBackend(const Model& model, KvType kv = KvType::fp32) : model_(model), kv_(kv) {}
+    explicit CpuPagedBackend(const Model& model, KvType kv = KvType::fp32) : model_(model), kv_(kv) {
+        require_fp32_weights(model, "the reference paged backend");
+    }
     const ModelConfig& config() const override { return model_.config; }
     void allocate_pool(int num_blocks, int block_size) override {
         pool_ = PagedKVPool(model_.config, num_blocks, block_size, kv_);
