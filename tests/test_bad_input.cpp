@@ -378,7 +378,7 @@ TEST_CASE("bad input 8: a header implying a 2 TiB KV cache fails before allocati
     expect_error([&] { fast_paged.allocate_pool(1 << 27, 16); }, {"KV pool needs 2560.0 GiB"});
     // The CLI, with a 4 GiB address-space limit: it must not even try.
     const test::Run r = test::run(address_space_cap("4194304") + glass_cmd() + " generate -m " + test::sh(path) +
-                                  " -t " + test::sh(test::shipped_tokenizer()) + " -p Hi -n 2");
+                                  " -t " + test::sh(test::shipped_tokenizer()) + " --context 4194304 -p Hi -n 2");
     INFO(r.err);
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("needs 2048.0 GiB") != std::string::npos);
