@@ -155,6 +155,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);         // tools/cmd_bench.cpp (speed issue)
 int cmd_random_model(int argc, char** argv);  // tools/cmd_random_model.cpp
 int cmd_export_gguf(int argc, char** argv);   // tools/cmd_export_gguf.cpp
+int cmd_quantize(int argc, char** argv);      // tools/cmd_quantize.cpp
 int cmd_explain(int argc, char** argv);
 int cmd_serve_bench(int argc, char** argv);  // tools/cmd_serve_bench.cpp
 int cmd_serve(int argc, char** argv);        // tools/cmd_serve.cpp

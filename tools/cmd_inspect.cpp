@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "cli.hpp"
@@ -20,6 +21,13 @@ struct TensorRow {
     std::vector<std::int64_t> shape;  // row-major: [rows, cols] for a matrix
     std::int64_t bytes = 0;
 };
+
+// 8 · bytes / weights: the stored type's cost (Q4_K 4.5, Q6_K 6.5625, F16 16), from the bytes.
+double bits_per_weight(const TensorRow& t) {
+    std::int64_t n = 1;
+    for (const std::int64_t d : t.shape) n *= d;
+    return t.bytes > 0 && n > 0 ? 8.0 * static_cast<double>(t.bytes) / static_cast<double>(n) : 0.0;
+}
 
 const char* to_string(glass::RopeLayout l) {
     return l == glass::RopeLayout::adjacent_pairs ? "adjacent_pairs" : "half_split";
@@ -166,7 +174,8 @@ int cmd_inspect(int argc, char** argv) {
 
     if (flags.has("--json")) {
         nlohmann::json tj = nlohmann::json::array();
-        for (const TensorRow& t : tensors) tj.push_back({{"name", t.name}, {"type", t.type}, {"shape", t.shape}, {"bytes", t.bytes}});
+        for (const TensorRow& t : tensors)
+            tj.push_back({{"name", t.name}, {"type", t.type}, {"shape", t.shape}, {"bytes", t.bytes}, {"bits_per_weight", bits_per_weight(t)}});
         nlohmann::json j = {{"model", path}, {"format", glass::to_string(kind)}, {"architecture", architecture},
                             {"config", config_json(c)}, {"config_sources", sources}, {"tensors", tj},
                             {"parameters", weights}, {"bytes", weight_bytes}, {"bytes_per_weight", bytes_per_weight},
@@ -186,11 +195,16 @@ int cmd_inspect(int argc, char** argv) {
     for (const TensorRow& t : tensors) {
         std::string shape;
         for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape[i]);
-        std::printf("  %-32s %-6s [%s] %lld bytes\n", t.name.c_str(), t.type.c_str(), shape.c_str(),
-                    static_cast<long long>(t.bytes));
+        std::printf("  %-32s %-6s [%s] %lld bytes, %.4g bits per weight\n", t.name.c_str(), t.type.c_str(), shape.c_str(),
+                    static_cast<long long>(t.bytes), bits_per_weight(t));
     }
-    std::printf("\n%lld parameters, %.1f MB, %.3f bytes per weight\n", static_cast<long long>(weights),
-                static_cast<double>(weight_bytes) / 1e6, bytes_per_weight);
+    std::map<std::string, int> types;  // a k-quant mix (Q4_K_M: Q4_K, Q6_K, F32) shows its parts
+    for (const TensorRow& t : tensors) ++types[t.type];
+    std::printf("tensor types:");
+    for (const auto& [type, count] : types) std::printf(" %s x %d", type.c_str(), count);
+    std::printf("\n");
+    std::printf("\n%lld parameters, %.1f MB, %.3f bytes (%.3f bits) per weight\n", static_cast<long long>(weights),
+                static_cast<double>(weight_bytes) / 1e6, bytes_per_weight, 8 * bytes_per_weight);
     std::printf("embedding table (C2): %d x %d = %lld weights, %.1f MB as stored\n", c.vocab_size, c.dim,
                 static_cast<long long>(c.vocab_size) * c.dim, static_cast<double>(embedding_bytes) / 1e6);
     std::printf("KV cache: %lld bytes per token in fp32 (2 x %d layers x %d KV heads x %d)\n",

@@ -16,6 +16,7 @@
 //   glass loadgen --url URL [--clients C] [--requests N] [--stream] [--json] ...
 //   glass random-model --shape NAME -o FILE [--seed S]
 //   glass export-gguf [-m MODEL] [--type f32|f16|q8_0|q4_0] -o FILE.gguf
+//   glass quantize -m MODEL.gguf --type q4_k_m|q5_k_m|q6_k|q8_0|q4_0|... -o OUT.gguf
 //   glass --help | glass COMMAND --help | glass --version
 //
 // Every command's usage text lives in the table below; `glass COMMAND --help` (or -h) prints its
@@ -192,6 +193,13 @@ const Command kCommands[] = {
      "      The model as a GGUF file llama.cpp loads (architecture \"llama\", a placeholder\n"
      "      vocabulary: token ids go in and out unchanged); q8_0 / q4_0 hold glass's own\n"
      "      integers and scales (rows must be a multiple of 32 long). Default type f32.\n"},
+    {"quantize", cli::cmd_quantize,
+     "  glass quantize -m MODEL.gguf --type TYPE -o OUT.gguf [--json]\n"
+     "      A GGUF model rewritten in another file type, as llama.cpp's llama-quantize does:\n"
+     "      TYPE q4_k_m, q5_k_m, q6_k, q8_0, q4_0, q4_1, q5_0, q5_1, f16 or f32. Q4_K_M / Q5_K_M\n"
+     "      mix types as llama-quantize chooses them (output and some attn_v / ffn_down in Q6_K);\n"
+     "      metadata and 1-D tensors are copied. Start from an F32, F16 or BF16 file: quantizing\n"
+     "      a quantized one stacks two roundings. Prints the tensors per type and the sizes.\n"},
 };
 
 std::string command_names() {

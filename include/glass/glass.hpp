@@ -35,6 +35,7 @@
 #include "glass/formats/gguf_vocab.hpp"
 #include "glass/formats/gguf_export.hpp"
 #include "glass/formats/gguf_model.hpp"    // a model from a GGUF file: config, tensors, ggml types
+#include "glass/formats/gguf_quantize.hpp" // glass quantize: a GGUF rewritten in another file type
 #include "glass/formats/hf_model.hpp"      // a model from a Hugging Face folder: config.json + safetensors
 #include "glass/formats/model_files.hpp"   // -m MODEL: llama2.c, GGUF; the model's own tokenizer
 #include "glass/formats/bpe_train_file.hpp"
@@ -61,6 +62,7 @@
 #include "glass/half.hpp"           // 16-bit floats (fp16, bf16)
 #include "glass/int8.hpp"           // int8 with one scale per group (KV cache rows, activations)
 #include "glass/quantize.hpp"       // weights in 8 or 4 bits, blocks of 32 with one scale (C14)
+#include "glass/ggml_quants.hpp"    // the blocks of downloaded files: Q4_1 .. Q6_K, k-quants
 
 // Serving many requests at once: requests, the block pool with its prefix cache, the scheduler,
 // the batched paged forward pass, the engine that steps them; then what a server counts, the

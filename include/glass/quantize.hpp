@@ -31,6 +31,8 @@
 /// It costs a second rounding (of x), which moves y by about as much as q8_0's own.
 ///
 /// The KV cache in int8 is kv_cache.hpp's (quantize_kv_row: one scale per KV head and token).
+/// The blocks of downloaded files (llama.cpp's Q4_1 ... Q6_K, the k-quants' super-blocks with a
+/// scale of scales) are ggml_quants.hpp's; model_in_file_type (below) runs a model through them.
 /// ```
 #pragma once
 
@@ -43,6 +45,7 @@
 
 #include "glass/checkpoint.hpp"
 #include "glass/errors.hpp"
+#include "glass/ggml_quants.hpp"
 #include "glass/half.hpp"
 #include "glass/int8.hpp"
 #include "glass/tensor.hpp"
@@ -222,6 +225,45 @@ inline Model quantized_model(const Model& model, QuantFormat format) {
     put_quantized(model.classifier, V, d);
     const float* data = floats->data();
     return model_from_llama2c_bytes(c, data, std::move(floats));
+}
+
+/// A copy of `model` whose weight matrices went through the blocks of a llama.cpp file type
+/// (ggml_quants.hpp: "Q8_0", "Q4_K_M", ...; each matrix in the type ggml_file_tensor_type gives
+/// it, written and read back), in fp32: what a GGUF of that type holds, for any architecture.
+/// The embedding and a separate classifier go through their blocks too, as in the file; norm
+/// gains, biases and per-head norms stay fp32 and stay views into `model`, which must outlive the
+/// copy.
+inline Model model_in_file_type(const Model& model, const std::string& file_type) {
+    require_fp32_weights(model, "model_in_file_type");
+    const ModelConfig& c = model.config;
+    auto floats = std::make_shared<std::vector<float>>();
+    floats->reserve(static_cast<size_t>(model.weight_bytes / 4 + std::int64_t{c.vocab_size} * c.dim));  // no reallocation
+    auto put = [&](const float* x, std::int64_t rows, std::int64_t cols, const std::string& name, int layer) {
+        const GgmlType t = ggml_file_tensor_type(file_type, name, layer, c.n_layers, c.shared_classifier, cols);
+        const std::vector<float> w = ggml_round_trip(static_cast<std::uint32_t>(t), x, rows * cols);
+        const float* at = floats->data() + floats->size();
+        floats->insert(floats->end(), w.begin(), w.end());
+        return ConstMatrixMap(at, rows, cols);
+    };
+    Model q;
+    q.config = c;
+    q.token_embedding = put(model.token_embedding, c.vocab_size, c.dim, "token_embd.weight", -1).data();
+    q.classifier = c.shared_classifier ? q.token_embedding : put(model.classifier, c.vocab_size, c.dim, "output.weight", -1).data();
+    q.rms_final = model.rms_final;
+    for (int l = 0; l < c.n_layers; ++l) {
+        const LayerWeights& s = model.layers[static_cast<size_t>(l)];
+        const std::string b = "blk." + std::to_string(l) + ".";
+        auto matrix = [&](const ConstMatrixMap& w, const char* name) { return put(w.data(), w.rows(), w.cols(), b + name, l); };
+        LayerWeights t{.rms_att = s.rms_att, .wq = matrix(s.wq, "attn_q.weight"), .wk = matrix(s.wk, "attn_k.weight"),
+                       .wv = matrix(s.wv, "attn_v.weight"), .wo = matrix(s.wo, "attn_output.weight"), .rms_ffn = s.rms_ffn,
+                       .w1 = matrix(s.w1, "ffn_gate.weight"), .w2 = matrix(s.w2, "ffn_down.weight"), .w3 = matrix(s.w3, "ffn_up.weight"),
+                       .bq = s.bq, .bk = s.bk, .bv = s.bv, .q_norm = s.q_norm, .k_norm = s.k_norm,
+                       .post_attention_norm = s.post_attention_norm, .post_mlp_norm = s.post_mlp_norm};
+        q.layers.push_back(std::move(t));
+    }
+    q.weight_bytes = model.weight_bytes;
+    q.storage = std::move(floats);
+    return q;
 }
 
 }  // namespace glass

@@ -243,8 +243,9 @@ inline PackedMatrix pack_matrix(const float* w, int rows, int cols, WeightType t
     return m;
 }
 
-// The panel type a stored ggml type packs into without changing a bit (F32 -> fp32, F16 -> fp16,
-// BF16 -> bf16, Q8_0 -> q8, Q4_0 -> q4): the fast path's default for a GGUF or folder.
+// The panel type a stored ggml type packs into, bit for bit where one exists (F32 -> fp32, F16 -> fp16,
+// BF16 -> bf16, Q8_0 -> q8, Q4_0 -> q4; q8 for the other quantized blocks): the fast path's
+// default for a GGUF or folder.
 inline WeightType weight_type_of_stored(std::uint32_t ggml_type) {
     switch (static_cast<GgmlType>(ggml_type)) {
         case GgmlType::f32: return WeightType::fp32;
@@ -252,6 +253,11 @@ inline WeightType weight_type_of_stored(std::uint32_t ggml_type) {
         case GgmlType::bf16: return WeightType::bf16;
         case GgmlType::q8_0: return WeightType::q8_0;
         case GgmlType::q4_0: return WeightType::q4_0;
+        // No panels of their own yet: the legacy and k-quant blocks are widened 32 rows at a
+        // time and re-quantized to q8 (≈ 0.4 % of a weight's range added, far under their own
+        // 4-6-bit error; --precision fp32 keeps the file's values exactly).
+        case GgmlType::q4_1: case GgmlType::q5_0: case GgmlType::q5_1:
+        case GgmlType::q4_k: case GgmlType::q5_k: case GgmlType::q6_k: return WeightType::q8_0;
         default: fail("stored type ", ggml_type_name(ggml_type), " has no fast-path panel type");
     }
 }

@@ -7,7 +7,8 @@
 ///      general.architecture) and tensors "token_embd", "blk.N.attn_q", ... in their stored types.
 /// Out: a Model (checkpoint.hpp): its ModelConfig (the family deltas set from the architecture,
 ///      config.hpp) and fp32 views of every weight — straight into the mapped file for F32
-///      tensors, dequantized once into memory for F16, BF16, Q8_0 and Q4_0 — or, loaded
+///      tensors, dequantized once into memory for the others (F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+///      Q5_1, Q4_K, Q5_K, Q6_K: ggml_quants.hpp) — or, loaded
 ///      LoadWeights::as_stored, those matrices left in their blocks for the fast path to pack.
 ///
 /// Metadata -> ModelConfig (ARCH = llama, qwen2, qwen3, gemma2, gemma3):
@@ -25,11 +26,9 @@
 /// to adjacent-pair RoPE (the other architectures keep half-split rotation); Gemma's norm gains
 /// are stored as w+1 (so norm_weight_offset stays 0 here, where a Hugging Face folder has 1).
 ///
-/// Quantized blocks (ggml-common.h), dequantized exactly as ggml does:
-///   Q8_0: 34 bytes per 32 weights: fp16 d, then 32 int8 q;      w = d · q
-///   Q4_0: 18 bytes per 32 weights: fp16 d, then 16 bytes, weight j in the low nibble of byte j,
-///         weight j + 16 in its high nibble;                        w = d · (nibble − 8)
-/// The k-quants most downloads use (Q4_K, Q6_K, ...) are refused by name for now.
+/// Quantized blocks: ggml_quants.hpp draws each layout (Q8_0 ... Q6_K) and dequantizes it
+/// exactly as ggml does. A Q4_K_M file mixes types (Q4_K, Q6_K, F32 norms): each tensor is read
+/// in its own. Other types (Q2_K, Q3_K, the IQ family) are refused by name.
 ///
 /// The file is untrusted: every tensor must lie inside it, have the shape the config implies and
 /// a type glass reads, or glass::Error names the tensor, its shape or type, and what was expected.
@@ -48,93 +47,13 @@
 #include "glass/config.hpp"
 #include "glass/errors.hpp"
 #include "glass/formats/gguf.hpp"
+#include "glass/ggml_quants.hpp"
 #include "glass/half.hpp"
 
 namespace glass {
 
-/// ggml's tensor types (ggml.h's enum ggml_type), as GGUF stores them.
-enum class GgmlType : std::uint32_t {
-    f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3, q5_0 = 6, q5_1 = 7, q8_0 = 8, q8_1 = 9,
-    q2_k = 10, q3_k = 11, q4_k = 12, q5_k = 13, q6_k = 14, q8_k = 15,
-    iq2_xxs = 16, iq2_xs = 17, iq3_xxs = 18, iq1_s = 19, iq4_nl = 20, iq3_s = 21, iq2_s = 22, iq4_xs = 23,
-    i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, iq1_m = 29, bf16 = 30,
-};
-
-/// "F32", "Q4_K", ... (llama.cpp's names); "type N" for a number ggml does not define.
-inline std::string ggml_type_name(std::uint32_t t) {
-    static const std::map<std::uint32_t, const char*> names = {
-        {0, "F32"}, {1, "F16"}, {2, "Q4_0"}, {3, "Q4_1"}, {6, "Q5_0"}, {7, "Q5_1"}, {8, "Q8_0"}, {9, "Q8_1"},
-        {10, "Q2_K"}, {11, "Q3_K"}, {12, "Q4_K"}, {13, "Q5_K"}, {14, "Q6_K"}, {15, "Q8_K"}, {16, "IQ2_XXS"},
-        {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"}, {20, "IQ4_NL"}, {21, "IQ3_S"}, {22, "IQ2_S"},
-        {23, "IQ4_XS"}, {24, "I8"}, {25, "I16"}, {26, "I32"}, {27, "I64"}, {28, "F64"}, {29, "IQ1_M"}, {30, "BF16"},
-    };
-    const auto it = names.find(t);
-    return it == names.end() ? "type " + std::to_string(t) : it->second;
-}
-
-/// The types glass reads, as a list for error messages.
-inline const char* gguf_supported_types() { return "F32, F16, BF16, Q8_0, Q4_0"; }
-
-/// Weights per block and bytes per block of a type glass reads; {0, 0} for the others.
-struct GgmlBlock {
-    int weights = 0;
-    int bytes = 0;
-};
-inline GgmlBlock ggml_block_of(std::uint32_t t) {
-    switch (static_cast<GgmlType>(t)) {
-        case GgmlType::f32: return {1, 4};
-        case GgmlType::f16: case GgmlType::bf16: return {1, 2};
-        case GgmlType::q8_0: return {32, 34};
-        case GgmlType::q4_0: return {32, 18};
-        default: return {};
-    }
-}
-
-/// Bytes of `count` weights stored as type `t` (count a multiple of its block; checked by the caller).
-inline std::int64_t ggml_bytes(std::uint32_t t, std::int64_t count) {
-    const GgmlBlock b = ggml_block_of(t);
-    return count / b.weights * b.bytes;
-}
-
-/// Dequantizes `count` weights of type `t` at `src` into `dst`, exactly as ggml's to_float does.
-inline void ggml_to_float(std::uint32_t t, const char* src, std::int64_t count, float* dst) {
-    const auto u16 = [](const char* p) {
-        std::uint16_t v;
-        std::memcpy(&v, p, 2);
-        return v;
-    };
-    switch (static_cast<GgmlType>(t)) {
-        case GgmlType::f32: std::memcpy(dst, src, static_cast<size_t>(count) * 4); return;
-        case GgmlType::f16:
-            for (std::int64_t i = 0; i < count; ++i) dst[i] = fp16_to_fp32(u16(src + 2 * i));
-            return;
-        case GgmlType::bf16:
-            for (std::int64_t i = 0; i < count; ++i) {
-                const std::uint32_t bits = std::uint32_t{u16(src + 2 * i)} << 16;  // bf16 = fp32's top half
-                std::memcpy(dst + i, &bits, 4);
-            }
-            return;
-        case GgmlType::q8_0:
-            for (std::int64_t b = 0; b < count / 32; ++b) {
-                const char* block = src + b * 34;
-                const float d = fp16_to_fp32(u16(block));
-                for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * static_cast<float>(static_cast<std::int8_t>(block[2 + j]));
-            }
-            return;
-        case GgmlType::q4_0:
-            for (std::int64_t b = 0; b < count / 32; ++b) {
-                const char* block = src + b * 18;
-                const float d = fp16_to_fp32(u16(block));
-                for (int j = 0; j < 16; ++j) {
-                    const auto byte = static_cast<std::uint8_t>(block[2 + j]);
-                    dst[b * 32 + j] = d * static_cast<float>((byte & 0x0F) - 8);
-                    dst[b * 32 + j + 16] = d * static_cast<float>((byte >> 4) - 8);
-                }
-            }
-            return;
-        default: fail("tensor type ", ggml_type_name(t), " cannot be dequantized (", gguf_supported_types(), ")");
-    }
-}
+/// The types glass reads, as a list for error messages (ggml_quants.hpp has their blocks).
+inline const char* gguf_supported_types() { return ggml_supported_types(); }
 
 /// A GGUF model file, mapped: its header and where each tensor's bytes are.
 struct GgufModelFile {
@@ -159,7 +78,7 @@ struct GgufModelFile {
         const GgmlBlock b = ggml_block_of(t.type);
         if (b.weights == 0)
             fail("tensor '", t.name, "' has type ", ggml_type_name(t.type), ", which glass does not read yet (",
-                 gguf_supported_types(), "; the k-quants come next)");
+                 gguf_supported_types(), ")");
         if (t.ne[0] % b.weights != 0)
             fail("tensor '", t.name, "' rows of ", t.ne[0], " weights are not whole ", ggml_type_name(t.type),
                  " blocks of ", b.weights);

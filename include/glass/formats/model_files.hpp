@@ -53,7 +53,7 @@ inline ModelFileKind model_file_kind(const std::string& path) {
 }
 
 /// The model at `path`, whatever its kind. `how`: LoadWeights::as_stored keeps a GGUF's or a
-/// folder's F16, BF16, Q8_0 and Q4_0 matrices in that type for the fast path (a llama2.c
+/// folder's F16, BF16 and quantized matrices in that type for the fast path (a llama2.c
 /// checkpoint is fp32 anyway).
 inline Model load_model(const std::string& path, LoadWeights how = LoadWeights::fp32) {
     switch (model_file_kind(path)) {
