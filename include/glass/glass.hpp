@@ -91,6 +91,7 @@
 #include "glass/fast/kernels_avx512.hpp"
 #include "glass/fast/kernels_avx512_attention.hpp"
 #include "glass/fast/kernels_neon.hpp"
+#include "glass/fast/kernels_neon_attention.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/token_tiles.hpp"
 #include "glass/fast/fast_model.hpp"

@@ -16,24 +16,11 @@ checker=$1
 blocks=$2
 src=$3
 work=$4
-skip() { echo "SKIPPED: $*"; exit 77; }
+. "$src/tests/npm_package.sh"  # skip, require_node, install_pinned
 
-command -v node >/dev/null 2>&1 || skip "no node on PATH"
-command -v npm >/dev/null 2>&1 || skip "no npm on PATH"
-node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || skip "node $(node --version) is older than 20"
-
-mkdir -p "$work/llama" "$work/out" || exit 1
-cp "$src/bench/llama_cpp/package.json" "$work/llama/package.json" || exit 1
-want=$(node -p "require('$src/bench/llama_cpp/package.json').dependencies['node-llama-cpp']")
-have=$(node -p "try { require('$work/llama/node_modules/node-llama-cpp/package.json').version } catch { '' }")
-if [ "$have" != "$want" ]; then
-  echo "installing node-llama-cpp@$want into $work/llama"
-  if ! timeout 600 npm install --prefix "$work/llama" --no-audit --no-fund --no-package-lock --prefer-offline \
-      >"$work/llama/npm.log" 2>&1; then
-    tail -n 20 "$work/llama/npm.log"
-    skip "npm install node-llama-cpp@$want failed (no registry and nothing in npm's cache?)"
-  fi
-fi
+require_node
+mkdir -p "$work/out" || exit 1
+install_pinned "$src/bench/llama_cpp/package.json" "$work/llama" node-llama-cpp 600
 cp "$src/bench/llama_cpp/families.mjs" "$work/llama/families.mjs" || exit 1
 
 python3 "$src/scripts/make-family-models" "$work/models" >"$work/make.log" 2>&1 || { cat "$work/make.log"; exit 1; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest neon_qemu: the NEON kernel set (include/glass/fast/kernels_neon.hpp) built for AArch64 and
+# ctest neon_qemu: the NEON kernel set (include/glass/fast/kernels_neon*.hpp) built for AArch64 and
 # run under user-mode emulation, on this x86-64 machine.
 #   run.sh [OUT_DIR [SHARED_DIR]]     (defaults: build-neon/ and ../shared beside the checkout)
 #

@@ -1,4 +1,4 @@
-// The kernel sets of an AArch64 CPU (portable and neon, kernels_neon.hpp), each checked against
+// The kernel sets of an AArch64 CPU (portable and neon, kernels_neon*.hpp), each checked against
 // the portable loops, then the fast path's greedy goldens with each set forced. Cross-compiled
 // and run under qemu-aarch64 by tests/neon/run.sh (ctest neon_qemu); it also builds and passes
 // on x86-64, where it checks whichever sets that CPU runs.

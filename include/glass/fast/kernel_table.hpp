@@ -1,7 +1,7 @@
 /// \file
 /// \brief glass/fast/kernel_table.hpp — what a kernel set is: one table of inner loops.
 /// ```text
-/// Every set (kernels_portable.hpp, kernels_avx2*.hpp, kernels_avx512*.hpp, kernels_neon.hpp)
+/// Every set (kernels_portable.hpp, kernels_avx2*.hpp, kernels_avx512*.hpp, kernels_neon*.hpp)
 /// fills this table with functions of the same meaning; kernels.hpp picks one at run time.
 /// The table also carries the set's two probe loops (a read-only sum and independent FMA
 /// chains), so benchmark.hpp measures the ceilings of the very instructions the set uses.

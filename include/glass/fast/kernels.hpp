@@ -31,6 +31,7 @@
 #include "glass/fast/kernels_avx512.hpp"
 #include "glass/fast/kernels_avx512_attention.hpp"
 #include "glass/fast/kernels_neon.hpp"
+#include "glass/fast/kernels_neon_attention.hpp"
 #include "glass/fast/kernels_portable.hpp"
 #include "glass/fast/packed_weights.hpp"
 
