@@ -48,7 +48,7 @@
 /// Bits per weight: Q8_0 8.5, Q6_K 6.5625, Q5_1 6, Q5_K 5.5, Q5_0 5.5, Q4_1 5, Q4_K 4.5, Q4_0 4.5.
 ///
 /// Reading is exact: ggml_to_float computes each weight with the same fp32 operations, in the
-/// same order, as ggml's dequantize_row_* (the test ggml_quants_llama_cpp checks it bit for bit
+/// same order, as ggml's dequantize_row_* (ctest llama_cpp_families checks it bit for bit
 /// against llama.cpp's own gguf-py on random and extreme blocks). Writing (ggml_from_float) uses
 /// simpler rules than llama.cpp's quantizers, which search for the best scale: min/max per
 /// block or sub-block, sub-block scales rounded UP to their stored width (so a step still spans
