@@ -356,21 +356,23 @@ inline void ggml_to_float(std::uint32_t t, const char* src, std::int64_t count, 
     const auto* s = reinterpret_cast<const u8*>(src);
     const GgmlBlock blk = ggml_block_of(t);
     if (blk.weights == 0) fail("tensor type ", ggml_type_name(t), " cannot be dequantized (", ggml_supported_types(), ")");
-    if (static_cast<GgmlType>(t) == GgmlType::f32) {
-        std::memcpy(dst, src, static_cast<size_t>(count) * 4);
-        return;
+    switch (static_cast<GgmlType>(t)) {  // the plain types: one tight loop, no per-weight dispatch
+        case GgmlType::f32: std::memcpy(dst, src, static_cast<size_t>(count) * 4); return;
+        case GgmlType::f16:
+            for (std::int64_t i = 0; i < count; ++i) dst[i] = half_at(s + 2 * i);
+            return;
+        case GgmlType::bf16:
+            for (std::int64_t i = 0; i < count; ++i) {
+                const std::uint32_t bits = std::uint32_t{s[2 * i]} << 16 | std::uint32_t{s[2 * i + 1]} << 24;  // fp32's top half
+                std::memcpy(dst + i, &bits, 4);
+            }
+            return;
+        default: break;  // blocks, below
     }
     for (std::int64_t i = 0; i < count / blk.weights; ++i) {
         const u8* b = s + i * blk.bytes;
         float* y = dst + i * blk.weights;
         switch (static_cast<GgmlType>(t)) {
-            case GgmlType::f32: std::memcpy(y, b, 4); break;
-            case GgmlType::f16: y[0] = half_at(b); break;
-            case GgmlType::bf16: {
-                const std::uint32_t bits = std::uint32_t{b[0]} << 16 | std::uint32_t{b[1]} << 24;  // fp32's top half
-                std::memcpy(y, &bits, 4);
-                break;
-            }
             case GgmlType::q8_0: {
                 const float d = half_at(b);
                 for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(static_cast<std::int8_t>(b[2 + j]));

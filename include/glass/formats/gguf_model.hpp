@@ -52,9 +52,6 @@
 
 namespace glass {
 
-/// The types glass reads, as a list for error messages (ggml_quants.hpp has their blocks).
-inline const char* gguf_supported_types() { return ggml_supported_types(); }
-
 /// A GGUF model file, mapped: its header and where each tensor's bytes are.
 struct GgufModelFile {
     std::string path;
@@ -78,7 +75,7 @@ struct GgufModelFile {
         const GgmlBlock b = ggml_block_of(t.type);
         if (b.weights == 0)
             fail("tensor '", t.name, "' has type ", ggml_type_name(t.type), ", which glass does not read yet (",
-                 gguf_supported_types(), ")");
+                 ggml_supported_types(), ")");
         if (t.ne[0] % b.weights != 0)
             fail("tensor '", t.name, "' rows of ", t.ne[0], " weights are not whole ", ggml_type_name(t.type),
                  " blocks of ", b.weights);
