@@ -227,6 +227,9 @@ const char* to_string(WeightType t) {
         case WeightType::bf16: return "bf16";
         case WeightType::q8_0: return "q8";
         case WeightType::q4_0: return "q4";
+        case WeightType::q4_k: return "q4_k";
+        case WeightType::q5_k: return "q5_k";
+        case WeightType::q6_k: return "q6_k";
     }
     return "?";
 }
@@ -237,16 +240,19 @@ WeightType weight_type_from_string(const std::string& name) {
     if (name == "bf16") return WeightType::bf16;
     if (name == "q8" || name == "q8_0") return WeightType::q8_0;
     if (name == "q4" || name == "q4_0") return WeightType::q4_0;
-    fail("unknown weight precision '", name, "' (fp32, fp16, bf16, q8, q4)");
+    if (name == "q4_k") return WeightType::q4_k;
+    if (name == "q5_k") return WeightType::q5_k;
+    if (name == "q6_k") return WeightType::q6_k;
+    fail("unknown weight precision '", name, "' (fp32, fp16, bf16, q8, q4, q4_k, q5_k, q6_k)");
 }
 
 double bytes_per_weight(WeightType t) {
-    if (is_quantized(t)) return quantized_bytes_per_weight(t);  // quantize.cpp: glass/quantize.hpp's block size
+    if (has_integer_weights(t)) return quantized_bytes_per_weight(t);  // quantize.cpp: the blocks' own sizes
     return t == WeightType::f32 ? 4.0 : 2.0;
 }
 
 static void refuse_quantized(const char* who, WeightType type) {
-    if (is_quantized(type))
+    if (has_integer_weights(type))
         fail(who, ": ", to_string(type), " weights are quantized on the host (upload_quantized), not converted on the device");
 }
 
@@ -281,7 +287,10 @@ void convert_weights(const float* d_src, void* d_dst, std::size_t n, WeightType 
             CHECK_LAUNCH("to_bf16_kernel");
             return;
         case WeightType::q8_0:
-        case WeightType::q4_0: return;  // refused above
+        case WeightType::q4_0:
+        case WeightType::q4_k:
+        case WeightType::q5_k:
+        case WeightType::q6_k: return;  // refused above
     }
 }
 
@@ -302,13 +311,16 @@ void widen_weights(const void* d_src, float* d_dst, std::size_t n, WeightType ty
             CHECK_LAUNCH("widen_kernel<bf16>");
             return;
         case WeightType::q8_0:
-        case WeightType::q4_0: return;  // refused above
+        case WeightType::q4_0:
+        case WeightType::q4_k:
+        case WeightType::q5_k:
+        case WeightType::q6_k: return;  // refused above
     }
 }
 
 OwnedMatrix upload_matrix(const float* host, int rows, int cols, WeightType type) {
     if (rows < 1 || cols < 1) fail("upload_matrix: shape [", rows, ", ", cols, "] is empty");
-    if (is_quantized(type)) return upload_quantized(host, rows, cols, type);
+    if (has_integer_weights(type)) return upload_quantized(host, rows, cols, type);
     const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
     OwnedMatrix m;
     m.buffer = DeviceBuffer(n * (type == WeightType::f32 ? sizeof(float) : 2));

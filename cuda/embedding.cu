@@ -25,7 +25,7 @@ __global__ void embedding_kernel(const W* table, int vocab, int dim, const int* 
 
 void embedding(const DeviceMatrix& table, const int* d_ids, int n_tokens, float* d_out) {
     if (n_tokens < 1) fail("embedding: need at least one token, got ", n_tokens);
-    if (is_quantized(table.type))  // DeviceWeights keeps the table fp32 beside a q8/q4 model
+    if (has_integer_weights(table.type))  // DeviceWeights keeps the table fp32 beside a quantized model
         fail("embedding: the table must be fp32, fp16 or bf16, got ", to_string(table.type));
     const std::int64_t n = std::int64_t{n_tokens} * table.cols;
     const unsigned blocks = grid_for(n, 256);
@@ -43,7 +43,10 @@ void embedding(const DeviceMatrix& table, const int* d_ids, int n_tokens, float*
                                               table.rows, table.cols, d_ids, n_tokens, d_out);
             break;
         case WeightType::q8_0:
-        case WeightType::q4_0: break;  // refused above
+        case WeightType::q4_0:
+        case WeightType::q4_k:
+        case WeightType::q5_k:
+        case WeightType::q6_k: break;  // refused above
     }
     CHECK_LAUNCH("embedding_kernel");
 }

@@ -49,10 +49,11 @@ DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
         l.w3 = upload_weights(w.w3, type);
         layers.push_back(std::move(l));
     }
-    // A q8/q4 model keeps its embedding table fp32 (a lookup reads one row per token, so its width
-    // costs no time) and quantizes the classifier on its own, as glass::quantized_model() does.
-    embedding = upload_weights(model.embedding_table(), is_quantized(type) ? WeightType::f32 : type);
-    if (c.shared_classifier && !is_quantized(type)) {
+    // A quantized model (q8/q4 or a k-quant) keeps its embedding table fp32 (a lookup reads one row
+    // per token, so its width costs no time) and quantizes the classifier on its own, as
+    // glass::quantized_model() does.
+    embedding = upload_weights(model.embedding_table(), has_integer_weights(type) ? WeightType::f32 : type);
+    if (c.shared_classifier && !has_integer_weights(type)) {
         classifier = embedding.view;  // one table, read by both ends of the model
     } else {
         classifier_own = upload_weights(model.output_classifier(), type);

@@ -14,6 +14,7 @@
 ///   causal_attention    attention.hpp    attention_naive(), attention_decode()  attention.cu
 ///   flash_attention     flash_attention  flash_attention(), flash_decode()  flash_attention.cu
 ///   quantized_matmul    quantize.hpp     quantized_matmul_naive(), quantized_matmul()  quantize.cu
+///   ggml_to_float + x·Wᵀ ggml_quants.hpp kquant_matmul_naive(), kquant_matmul()  kquants.cu
 ///   swiglu_mlp          mlp.hpp          swiglu(), mlp(); residual_add()   mlp.cu
 ///   sample              sampling.hpp     DeviceSampler                     sampling.cu
 ///   KVCache             kv_cache.hpp     DeviceKVCache, kv_write()         kv_cache.cpp, .cu
@@ -158,16 +159,24 @@ private:
 // How a weight matrix is stored on the device. Arithmetic is always fp32; f16/bf16 only halve the
 // bytes read (the decode bottleneck), rounded to nearest even. q8_0/q4_0 are glass/quantize.hpp's
 // blocks of 32 with one fp16 scale (1.0625 / 0.5625 bytes per weight), widened inside the kernel.
-enum class WeightType { f32, f16, bf16, q8_0, q4_0 };
-const char* to_string(WeightType t);  // "fp32", "fp16", "bf16", "q8", "q4"
+// q4_k/q5_k/q6_k are ggml's k-quant super-blocks of 256 weights (glass/ggml_quants.hpp: 4.5, 5.5
+// and 6.5625 bits, i.e. 0.5625, 0.6875 and 0.8203125 bytes per weight), widened inside the kernel.
+enum class WeightType { f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k };
+const char* to_string(WeightType t);  // "fp32", "fp16", "bf16", "q8", "q4", "q4_k", "q5_k", "q6_k"
 WeightType weight_type_from_string(const std::string& name);  // those, or "f32"/"f16"/"q8_0"/"q4_0"
-double bytes_per_weight(WeightType t);                         // scales included for q8_0/q4_0
-double quantized_bytes_per_weight(WeightType t);               // q8_0/q4_0 only (quantize.cpp)
+double bytes_per_weight(WeightType t);                         // scales included for the integer types
+double quantized_bytes_per_weight(WeightType t);               // the integer types only (quantize.cpp)
 inline bool is_quantized(WeightType t) { return t == WeightType::q8_0 || t == WeightType::q4_0; }
+inline bool is_k_quant(WeightType t) { return t == WeightType::q4_k || t == WeightType::q5_k || t == WeightType::q6_k; }
+// Weights stored as small integers and scales (q8/q4 or a k-quant): quantized on the host at
+// upload, never converted on the device, never an embedding table.
+inline bool has_integer_weights(WeightType t) { return is_quantized(t) || is_k_quant(t); }
 
 // A row-major [rows, cols] matrix in device memory. f32/f16/bf16: `data` holds rows · cols values.
 // q8_0/q4_0: `data` holds the integers [rows][row_bytes] (16-byte aligned) and `scales` the fp16
 // scale bits [rows][blocks], exactly a QuantizedMatrix's two arrays (quantized_view below).
+// q4_k/q5_k/q6_k: `data` holds ggml's super-blocks as a GGUF file stores them, row after row
+// ([rows][cols / 256] blocks, scales inside each block), `scales` is unused (kquant_view below).
 struct DeviceMatrix {
     const void* data = nullptr;
     WeightType type = WeightType::f32;
@@ -182,14 +191,16 @@ void convert_weights(const float* d_src, void* d_dst, std::size_t n, WeightType 
 void widen_weights(const void* d_src, float* d_dst, std::size_t n, WeightType type);
 
 // An owned device copy of a host fp32 matrix [rows, cols], stored as `type` (q8_0/q4_0: quantized
-// on the host by glass::quantize, quantize.cpp, so the device holds the CPU's integers and scales).
+// on the host by glass::quantize, quantize.cpp, so the device holds the CPU's integers and scales;
+// q4_k/q5_k/q6_k: by glass::ggml_from_float, so it holds the blocks a GGUF of that type would).
 struct OwnedMatrix {
     DeviceBuffer buffer;
     DeviceMatrix view;
 };
 OwnedMatrix upload_matrix(const float* host, int rows, int cols, WeightType type);
-OwnedMatrix upload_quantized(const float* host, int rows, int cols, WeightType type);  // q8_0/q4_0 only
-std::int64_t matrix_bytes(const DeviceMatrix& w);  // bytes of its values as stored (q8_0/q4_0: with scales)
+// The integer types only. A k-quant needs cols a multiple of 256 (whole super-blocks per row).
+OwnedMatrix upload_quantized(const float* host, int rows, int cols, WeightType type);
+std::int64_t matrix_bytes(const DeviceMatrix& w);  // bytes of its values as stored (scales included)
 
 // ---- The stages (all pointers are device pointers; launches are asynchronous) -----------------
 
@@ -263,8 +274,8 @@ enum class MatmulKernel {
     tiled,         // 16×16 output tiles; x and W tiles staged in shared memory
     warp_per_row,  // one warp per output row, 16-byte loads, shuffle reduction (decode: n = 1)
     cublas,        // cublasSgemm, fp32 math (TF32 off); fp32 weights only
-};  // q8_0/q4_0 weights go to quantize.cu: naive -> quantized_matmul_naive, the others (not cublas)
-    // -> quantized_matmul
+};  // q8_0/q4_0 weights go to quantize.cu, q4_k/q5_k/q6_k to kquants.cu: naive -> their naive
+    // kernel, the others (not cublas) -> their warp-per-row kernel
 const char* to_string(MatmulKernel k);
 MatmulKernel matmul_kernel_from_string(const std::string& name);
 void matmul(MatmulKernel kernel, const float* d_x, int n, const DeviceMatrix& w, float* d_y);
@@ -374,6 +385,21 @@ struct DeviceQuantMatrix {
 void quantized_matmul_naive(const float* d_x, int n, const DeviceQuantMatrix& w, float* d_y);  // thread per output
 void quantized_matmul(const float* d_x, int n, const DeviceQuantMatrix& w, float* d_y);        // warp per row
 DeviceQuantMatrix quantized_view(const DeviceMatrix& w);  // a q8_0/q4_0 DeviceMatrix as the kernels take it
+
+// kquants.cu — y [n, rows] = x [n, cols] · W'ᵀ with W' in ggml's k-quant super-blocks of 256
+// (glass/ggml_quants.hpp: Q4_K 144 B, Q5_K 176 B, Q6_K 210 B per block), row after row as a GGUF
+// file stores them; each weight dequantized in registers exactly as ggml_to_float does.
+constexpr int kSuperBlockSize = 256;
+struct DeviceKQuantMatrix {
+    const std::uint8_t* blocks = nullptr;  // device [rows][cols / 256] super-blocks
+    WeightType type = WeightType::q4_k;    // q4_k, q5_k or q6_k
+    int rows = 0, cols = 0;                // cols a multiple of 256
+    int block_bytes = 0;                   // 144, 176 or 210
+};
+int kquant_block_bytes(WeightType t);  // bytes of one super-block of a k-quant type
+void kquant_matmul_naive(const float* d_x, int n, const DeviceKQuantMatrix& w, float* d_y);  // thread per output
+void kquant_matmul(const float* d_x, int n, const DeviceKQuantMatrix& w, float* d_y);        // warp per row
+DeviceKQuantMatrix kquant_view(const DeviceMatrix& w);  // a q4_k/q5_k/q6_k DeviceMatrix as the kernels take it
 
 // mlp.cu — gate [n] = silu(gate) ⊙ up, in place; x [n] += y. mlp(): the whole SwiGLU MLP of
 // glass/mlp.hpp for x [n_tokens, dim] with scratch gate/up [n_tokens, hidden]; out [n_tokens, dim].

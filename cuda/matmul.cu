@@ -250,12 +250,13 @@ static void launch(MatmulKernel kernel, const float* d_x, int n, const DeviceMat
 void matmul(MatmulKernel kernel, const float* d_x, int n, const DeviceMatrix& w, float* d_y) {
     if (n < 1 || w.rows < 1 || w.cols < 1)
         fail("matmul: empty shape: x [", n, ", ", w.cols, "], W [", w.rows, ", ", w.cols, "]");
-    if (is_quantized(w.type)) {  // the integers are widened inside quantize.cu's kernels
+    if (has_integer_weights(w.type)) {  // widened inside quantize.cu's (q8/q4) or kquants.cu's kernels
         if (kernel == MatmulKernel::cublas)
             fail("matmul: the cublas kernel takes fp32 weights only, got ", to_string(w.type),
                  " (use naive, warp_per_row or auto)");
-        if (kernel == MatmulKernel::naive) quantized_matmul_naive(d_x, n, quantized_view(w), d_y);
-        else quantized_matmul(d_x, n, quantized_view(w), d_y);
+        const bool naive = kernel == MatmulKernel::naive;  // tiled and auto: warp per row
+        if (is_k_quant(w.type)) (naive ? kquant_matmul_naive : kquant_matmul)(d_x, n, kquant_view(w), d_y);
+        else (naive ? quantized_matmul_naive : quantized_matmul)(d_x, n, quantized_view(w), d_y);
         return;
     }
     if (kernel == MatmulKernel::automatic)
@@ -274,7 +275,10 @@ void matmul(MatmulKernel kernel, const float* d_x, int n, const DeviceMatrix& w,
         case WeightType::f16: launch<__half>(kernel, d_x, n, w, d_y); return;
         case WeightType::bf16: launch<__nv_bfloat16>(kernel, d_x, n, w, d_y); return;
         case WeightType::q8_0:
-        case WeightType::q4_0: break;  // handled above
+        case WeightType::q4_0:
+        case WeightType::q4_k:
+        case WeightType::q5_k:
+        case WeightType::q6_k: break;  // handled above
     }
 }
 

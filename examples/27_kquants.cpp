@@ -15,7 +15,11 @@
 //         Q4_K_M / Q5_K_M mixes as llama-quantize chooses them), and its bits per weight;
 //      3. every matrix of the random model written in each type and read back: the worst NMSE of
 //         the logits against fp32 over 8 greedy steps (along fp32's path), and how many of the 8
-//         greedy ids agree.
+//         greedy ids agree;
+//      4. the fast path, which keeps the blocks: the bytes of a k-quant panel per weight, one
+//         row's 16 inputs multiplied both ways (weights widened first, and S·Σq·x − M·Σx on the
+//         integers), and a whole matrix of the random model on q4_k/q5_k/q6_k panels, with fp32
+//         and with int8 x, against the same file type's weights in double.
 // Everything printed is computed; tests/test_ggml_quants.cpp recomputes it.
 //
 // Usage: 27_kquants
@@ -27,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "glass/fast/kernels.hpp"
+#include "glass/fast/packed_weights.hpp"
 #include "glass/fast/random_model.hpp"
 #include "glass/ggml_quants.hpp"
 #include "glass/quantize.hpp"
@@ -167,11 +173,78 @@ void show_logit_error() {
     }
 }
 
+// 4. The fast path multiplies the blocks themselves (packed_kquants.hpp).
+void show_fast_path() {
+    using glass::fast::WeightType;
+    std::printf("\n4. The fast path keeps the blocks: k-quant panels of 32 rows\n\n");
+    std::printf("  panel type  bits/weight (the file's)\n");
+    for (const WeightType t : {WeightType::q4_k, WeightType::q5_k, WeightType::q6_k})
+        std::printf("  %-10s  %.4f (%.4f)\n", glass::fast::to_string(t),
+                    8.0 * static_cast<double>(glass::fast::packed_bytes(32, 256, t)) / (32 * 256),
+                    glass::ggml_bits_per_weight(id(glass::fast::ggml_type_of(t))));
+    // Row 0, inputs 16..31 (the second half of sub-block 0) of a Q4_K matrix, both ways.
+    std::mt19937 rng(27);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::vector<float> w(32 * 256), x(256);
+    for (float& v : w) v = normal(rng);
+    for (float& v : x) v = normal(rng) * 50.0f;
+    std::vector<unsigned char> panel(static_cast<size_t>(glass::fast::packed_bytes(32, 256, WeightType::q4_k)));
+    const glass::fast::PackedMatrix m = glass::fast::pack_matrix(w.data(), 32, 256, WeightType::q4_k, panel.data());
+    const glass::fast::KQuantLayout& L = glass::fast::kQ4KLayout;
+    const glass::fast::KScaleMin sm = glass::fast::kq_scale_min(L, m.super_block(0, 0), 0, 1, 0);
+    double widened = 0, q_x = 0, sum_x = 0;
+    for (int k = 16; k < 32; ++k) {
+        widened += static_cast<double>(m.at(0, k)) * x[static_cast<size_t>(k)];
+        q_x += glass::fast::kq_integer(L, m.super_block(0, 0) + L.sub_offset(0), k, 0) * static_cast<double>(x[static_cast<size_t>(k)]);
+        sum_x += x[static_cast<size_t>(k)];
+    }
+    std::printf("\n  row 0, inputs 16-31: S = d*sc = %.6g, M = dmin*m = %.6g\n", sm.scale, sm.min);
+    std::printf("  sum of w*x, weights widened first: %.6g\n", widened);
+    std::printf("  S*sum(q*x) - M*sum(x): %.6g*%.6g - %.6g*%.6g = %.6g\n", sm.scale, q_x, sm.min, sum_x,
+                sm.scale * q_x - sm.min * sum_x);
+    // A whole matrix (768 x 256, the random model's first gate projection) times x: the best
+    // kernel set on the panels, against the same file type's weights widened (ggml_round_trip)
+    // and multiplied in double. fp32 x: the same weights, only the order of sums differs; int8 x
+    // (--activations int8) rounds x too.
+    const glass::Model model = glass::fast::random_family_model(small_llama3(), 32);
+    const glass::ConstMatrixMap& gate = model.layers[0].w1;
+    const int rows = static_cast<int>(gate.rows()), cols = static_cast<int>(gate.cols());
+    std::vector<float> xs(static_cast<size_t>(cols));
+    for (float& v : xs) v = normal(rng) * 50.0f;
+    std::vector<std::int8_t> x8(static_cast<size_t>(cols));
+    std::vector<float> x8_scales(static_cast<size_t>(cols / 32));
+    std::vector<std::int32_t> x8_sums(static_cast<size_t>(cols / 32));
+    glass::quantize_activations(xs.data(), cols, x8.data(), x8_scales.data());
+    for (int k = 0; k < cols; ++k) x8_sums[static_cast<size_t>(k / 32)] += x8[static_cast<size_t>(k)];
+    const glass::fast::Kernels kernels = glass::fast::best_kernels();
+    std::printf("\n  %d x %d matrix times x, %s kernels: largest |difference| / largest |y| against the\n", rows, cols, kernels.name);
+    std::printf("  file type's weights in double\n  panels  fp32 x     int8 x\n");
+    for (const auto& [t, file] : {std::pair{WeightType::q4_k, GgmlType::q4_k}, {WeightType::q5_k, GgmlType::q5_k}, {WeightType::q6_k, GgmlType::q6_k}}) {
+        std::vector<unsigned char> bytes(static_cast<size_t>(glass::fast::packed_bytes(rows, cols, t)) + 64);
+        auto* aligned = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(bytes.data()) + 63) / 64 * 64);
+        const glass::fast::PackedMatrix p = glass::fast::pack_matrix(gate.data(), rows, cols, t, aligned);
+        const std::vector<float> wide = glass::ggml_round_trip(id(file), gate.data(), std::int64_t{rows} * cols);
+        std::vector<float> y(static_cast<size_t>(rows)), y8(static_cast<size_t>(rows));
+        kernels.matvec(p, xs.data(), y.data(), 0, p.panels(), false);
+        kernels.matvec_int8(p, {x8.data(), x8_scales.data(), x8_sums.data()}, y8.data(), 0, p.panels(), false);
+        double diff = 0, diff8 = 0, scale = 0;
+        for (int r = 0; r < rows; ++r) {
+            double want = 0;
+            for (int k = 0; k < cols; ++k) want += static_cast<double>(wide[static_cast<size_t>(r) * cols + k]) * xs[static_cast<size_t>(k)];
+            diff = std::max(diff, std::fabs(y[static_cast<size_t>(r)] - want));
+            diff8 = std::max(diff8, std::fabs(y8[static_cast<size_t>(r)] - want));
+            scale = std::max(scale, std::fabs(want));
+        }
+        std::printf("  %-6s  %.2e  %.2e\n", glass::fast::to_string(t), diff / scale, diff8 / scale);
+    }
+}
+
 }  // namespace
 
 int main() {
     show_super_block();
     show_model_sizes();
     show_logit_error();
+    show_fast_path();
     return 0;
 }

@@ -72,6 +72,18 @@ inline std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
 
 inline constexpr WeightType kAllTypes[] = {WeightType::fp32, WeightType::fp16, WeightType::bf16, WeightType::q8_0,
                                            WeightType::q4_0};
+// The k-quant panels (packed_kquants.hpp): rows of whole 256-input super-blocks only, so the
+// shipped model (dim 64) cannot take them; their model checks run on GGUF files
+// (test_gguf_families.cpp) and on random models of a width they take.
+inline constexpr WeightType kKQuantTypes[] = {WeightType::q4_k, WeightType::q5_k, WeightType::q6_k};
+// Inputs of the kernel checks' matrices: 300 = 256 + 44 (a partial Q8 block and a partial
+// 256-input chunk) for the types of any width; two super-blocks for the k-quants.
+inline int check_cols(WeightType type) { return glass::fast::is_k_quant(type) ? 512 : 300; }
+inline std::vector<WeightType> every_panel_type() {
+    std::vector<WeightType> all(std::begin(kAllTypes), std::end(kAllTypes));
+    all.insert(all.end(), std::begin(kKQuantTypes), std::end(kKQuantTypes));
+    return all;
+}
 
 // Every kernel set this CPU runs (kernels.hpp), portable first.
 inline std::vector<std::string> set_names() {
@@ -109,6 +121,13 @@ inline double weight_tolerance(WeightType type) {
         case WeightType::bf16: return 1.6e-2;
         case WeightType::q8_0: return 5e-2;
         case WeightType::q4_0: return 5e-2 * 127 / 7;
+        // The k-quants' steps against Q4_0's max|w|/7: Q4_K (max − min)/15 ≤ 2·max|w|/15 per 32
+        // inputs (+ half of dmin for the rounded min, well under a step), Q5_K (max − min)/31,
+        // Q6_K max|w|/31 per 16 inputs. Q4_0's allowance scaled by the ratio of steps.
+        case WeightType::q4_k: return 5e-2 * 127 / 7;
+        case WeightType::q5_k: return 5e-2 * 127 / 7 * 15 / 31;
+        case WeightType::q6_k: return 5e-2 * 127 / 7 * 7 / 31;
+        case WeightType::stored: break;
     }
     return 0;
 }
@@ -118,14 +137,15 @@ inline double weight_tolerance(WeightType type) {
 inline void check_products(const Kernels& fast) {
     CAPTURE(std::string(fast.name));
     const Kernels plain = glass::fast::portable_kernels();
-    // Odd sizes: a padded last panel (77 = 2·32 + 13), a partial Q8 block and a partial 256-input
-    // chunk (300 = 256 + 44), uneven token tiles (29 → 9,10,10; 13 → 6,7; 64 → 10,11,11,10,11,11).
-    const int rows = 77, cols = 300, n_max = 64;
-    const auto w = random_vector(std::size_t(rows) * cols, 2);
-    const auto x = random_vector(std::size_t(n_max) * cols, 3);
+    // Odd sizes: a padded last panel (77 = 2·32 + 13), check_cols' widths, uneven token tiles
+    // (29 → 9,10,10; 13 → 6,7; 64 → 10,11,11,10,11,11).
+    const int rows = 77, n_max = 64;
     alignas(64) static float scratch[glass::fast::kScratchFloats];
-    for (WeightType type : kAllTypes) {
+    for (WeightType type : every_panel_type()) {
         CAPTURE(std::string(glass::fast::to_string(type)));
+        const int cols = check_cols(type);
+        const auto w = random_vector(std::size_t(rows) * cols, 2);
+        const auto x = random_vector(std::size_t(n_max) * cols, 3);
         std::vector<unsigned char> buf(std::size_t(glass::fast::packed_bytes(rows, cols, type)) + 64, 0);
         auto* aligned = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(buf.data()) + 63) / 64 * 64);
         const auto m = glass::fast::pack_matrix(w.data(), rows, cols, type, aligned);
@@ -179,31 +199,82 @@ inline void check_products(const Kernels& fast) {
     }
 }
 
+// The k-quant panels hold a file's weights exactly: a matrix written as GGUF Q4_K/Q5_K/Q6_K rows
+// (ggml_quants.hpp), packed from those bytes, reads back (PackedMatrix::at: the layout's plain
+// definition) the very floats ggml_to_float gives for the file, and packing the fp32 matrix
+// (pack_matrix) writes the same bytes. Rows include extreme blocks: all zero, and one huge weight.
+inline void check_k_panels() {
+    const int rows = 45, cols = 512;  // a padded last panel, two super-blocks
+    auto w = random_vector(std::size_t(rows) * cols, 7);
+    std::fill_n(w.begin() + 3 * cols, cols, 0.0f);  // row 3: all zero
+    w[std::size_t(5 * cols + 300)] = 1e4f;          // row 5: one weight 10^4 × the others
+    for (WeightType type : kKQuantTypes) {
+        CAPTURE(std::string(glass::fast::to_string(type)));
+        const auto g = static_cast<std::uint32_t>(glass::fast::ggml_type_of(type));
+        std::vector<char> file(std::size_t(glass::ggml_bytes(g, std::int64_t{rows} * cols)));
+        glass::ggml_from_float(g, w.data(), std::int64_t{rows} * cols, file.data());
+        std::vector<float> want(w.size());
+        glass::ggml_to_float(g, file.data(), std::int64_t{rows} * cols, want.data());
+        glass::StoredMatrix stored;
+        stored.bytes = file.data();
+        stored.type = g;
+        const std::size_t n = std::size_t(glass::fast::packed_bytes(rows, cols, type));
+        std::vector<unsigned char> from_file(n, 0), from_fp32(n, 0);
+        const auto m = glass::fast::pack_stored_matrix(stored, rows, cols, type, from_file.data());
+        glass::fast::pack_matrix(w.data(), rows, cols, type, from_fp32.data());
+        CHECK(from_file == from_fp32);
+        bool exact = true;
+        for (int r = 0; r < rows; ++r)
+            for (int k = 0; k < cols; ++k) exact = exact && m.at(r, k) == want[std::size_t(r) * cols + k];
+        CHECK(exact);
+        // Bytes: the file's bits per weight plus 1/8 (sc and m a byte each; Q6_K as the file).
+        CHECK(double(m.panel_bytes()) * 8 / (32.0 * cols) ==
+              doctest::Approx(glass::ggml_bits_per_weight(g) + (type == WeightType::q6_k ? 0.0 : 0.125)));
+    }
+    CHECK_THROWS_WITH_AS(glass::fast::packed_bytes(32, 300, WeightType::q4_k),
+                         doctest::Contains("whole 256-input super-blocks; this matrix has 300 inputs"), glass::Error);
+}
+
 // Int8 activations (FastOptions::int8_activations): decode's x in int8 blocks of 32, times the
 // Q8_0/Q4_0 integers with integer dot products (VNNI, sdot, or the plain loop: each of `sets`).
 // The products are exact int32 sums, so every set equals quantize.hpp's quantized_dot_int8 up to
 // the order of the fp32 additions over blocks (the fp32 tolerance). Rounding x is a real change:
 // y moves by ~0.5 %.
 inline void check_matvec_int8(const std::vector<Kernels>& sets) {
-    const int rows = 77, cols = 300;  // a padded last panel, a partial block of 12
-    const auto w = random_vector(std::size_t(rows) * cols, 2), x = random_vector(std::size_t(cols), 3);
-    const int blocks = (cols + 31) / 32;
-    std::vector<std::int8_t> xq(std::size_t(blocks) * 32, 99);  // 99: the padding must be written (0)
-    std::vector<float> xs(static_cast<std::size_t>(blocks));
-    glass::quantize_activations(x.data(), cols, xq.data(), xs.data());
-    CHECK(std::all_of(xq.begin() + cols, xq.end(), [](std::int8_t q) { return q == 0; }));
-    std::vector<std::int32_t> sums(std::size_t(blocks), 0);
-    for (int i = 0; i < blocks * 32; ++i) sums[std::size_t(i / 32)] += xq[std::size_t(i)];
-    const glass::fast::Int8Vector x8{xq.data(), xs.data(), sums.data()};
-    for (WeightType type : {WeightType::q8_0, WeightType::q4_0}) {
+    const int rows = 77;  // a padded last panel; Q8_0/Q4_0 with a partial block of 12 (cols 300)
+    for (WeightType type : {WeightType::q8_0, WeightType::q4_0, WeightType::q4_k, WeightType::q5_k, WeightType::q6_k}) {
         CAPTURE(std::string(glass::fast::to_string(type)));
+        const int cols = check_cols(type);
+        const auto w = random_vector(std::size_t(rows) * cols, 2), x = random_vector(std::size_t(cols), 3);
+        const int blocks = (cols + 31) / 32;
+        std::vector<std::int8_t> xq(std::size_t(blocks) * 32, 99);  // 99: the padding must be written (0)
+        std::vector<float> xs(static_cast<std::size_t>(blocks));
+        glass::quantize_activations(x.data(), cols, xq.data(), xs.data());
+        CHECK(std::all_of(xq.begin() + cols, xq.end(), [](std::int8_t q) { return q == 0; }));
+        std::vector<std::int32_t> sums(std::size_t(blocks), 0);
+        for (int i = 0; i < blocks * 32; ++i) sums[std::size_t(i / 32)] += xq[std::size_t(i)];
+        const glass::fast::Int8Vector x8{xq.data(), xs.data(), sums.data()};
         std::vector<unsigned char> buf(std::size_t(glass::fast::packed_bytes(rows, cols, type)), 0);
         const auto m = glass::fast::pack_matrix(w.data(), rows, cols, type, buf.data());
-        const glass::QuantizedMatrix qm = glass::quantize(w.data(), rows, cols, glass::fast::quant_format_of(type));
         std::vector<float> want(static_cast<std::size_t>(rows)), fp32_x(static_cast<std::size_t>(rows));
-        for (int r = 0; r < rows; ++r) {
-            want[std::size_t(r)] = 0.5f + glass::quantized_dot_int8(qm, r, xq.data(), xs.data());
-            fp32_x[std::size_t(r)] = 0.5f + glass::quantized_dot(qm, r, x.data());
+        if (glass::fast::is_k_quant(type)) {
+            // The definition, in double: each weight as the panel holds it (PackedMatrix::at, bit
+            // for bit ggml's dequantization) times each x as its int8 block holds it (dx · qx).
+            for (int r = 0; r < rows; ++r) {
+                double dot8 = 0, dot = 0;
+                for (int k = 0; k < cols; ++k) {
+                    dot8 += double(m.at(r, k)) * double(xs[std::size_t(k / 32)]) * double(xq[std::size_t(k)]);
+                    dot += double(m.at(r, k)) * double(x[std::size_t(k)]);
+                }
+                want[std::size_t(r)] = 0.5f + float(dot8);
+                fp32_x[std::size_t(r)] = 0.5f + float(dot);
+            }
+        } else {
+            const glass::QuantizedMatrix qm = glass::quantize(w.data(), rows, cols, glass::fast::quant_format_of(type));
+            for (int r = 0; r < rows; ++r) {
+                want[std::size_t(r)] = 0.5f + glass::quantized_dot_int8(qm, r, xq.data(), xs.data());
+                fp32_x[std::size_t(r)] = 0.5f + glass::quantized_dot(qm, r, x.data());
+            }
         }
         for (const Kernels& k : sets) {
             CAPTURE(std::string(k.name) + " / " + k.int8_dot);

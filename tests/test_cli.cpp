@@ -268,15 +268,22 @@ TEST_CASE("cli: a bad --kv is a usage error (exit 2) in every command that takes
     CHECK(cuda_int8.err.find("runs on the CPU") == std::string::npos);
 }
 
-TEST_CASE("cli: --activations takes fp32 or int8, and int8 only with q8/q4 weights (and without --draft)") {
+TEST_CASE("cli: --activations takes fp32 or int8, and int8 only with integer weights (and without --draft)") {
     for (const char* command : {"generate -p hi --precision q4", "bench -m x --precision q4"}) {
         CAPTURE(command);
         CHECK(expect_error(std::string(command) + " --activations int4", {"--activations must be fp32 or int8, got 'int4'"}).exit_code == 2);
     }
-    for (const char* command : {"generate -p hi", "generate -p hi --precision bf16", "bench -m x"}) {
+    // A float precision asked for is a usage error before anything loads...
+    for (const char* command : {"generate -p hi --precision bf16", "bench -m x --precision fp32"}) {
         CAPTURE(command);
-        CHECK(expect_error(std::string(command) + " --activations int8", {"give --precision q8 or q4"}).exit_code == 2);
+        CHECK(expect_error(std::string(command) + " --activations int8", {"give --precision q8, q4, q4_k, q5_k or q6_k"}).exit_code == 2);
     }
+    // ...while without --precision the file's own types decide (a Q4_K_M file's are integers): the
+    // shipped model is fp32, refused by name once loaded.
+    const test::Run fp32_model = test::run(glass_cmd() + " generate -p hi -n 2 --activations int8");
+    CHECK(fp32_model.exit_code == 1);
+    CHECK(fp32_model.err.find("int8 activations multiply integer weights (q8, q4, q4_k, q5_k, q6_k); the weights are fp32") !=
+          std::string::npos);
     CHECK(expect_error("generate -p hi --precision q8 --activations int8 --draft ngram", {"--draft", "--activations int8"}).exit_code == 2);
 }
 

@@ -303,4 +303,55 @@ TEST_CASE("example 27_kquants: the super-block by hand, Llama 3 8B's sizes per f
     CHECK(nmse["Q6_K"] < nmse["Q5_K_M"]);
     CHECK(nmse["Q5_K_M"] < nmse["Q4_K_M"]);
     CHECK(nmse["Q4_K_M"] < nmse["Q4_0"]);
+
+    // 4. The fast path's k-quant panels. Bytes per super-block and 32 rows, from the layout in
+    // packed_kquants.hpp's comment: d (+ dmin) for 32 rows, then per sub-block 64 B of scales,
+    // 512 B of nibbles and 128 B per extra bit.
+    const std::vector<std::string> panel_rows = section_rows(out, "  panel type  bits/weight");
+    REQUIRE(panel_rows.size() == 3);
+    const int header[3] = {128, 128, 64}, extra[3] = {0, 1, 2};
+    const double file_bits[3] = {4.5, 5.5, 6.5625};
+    for (int i = 0; i < 3; ++i) {
+        std::istringstream in(panel_rows[static_cast<size_t>(i)]);
+        std::string name, file;
+        double bits = 0;
+        in >> name >> bits >> file;
+        CHECK(name == std::string(i == 0 ? "q4_k" : i == 1 ? "q5_k" : "q6_k"));
+        CHECK(bits == doctest::Approx(8.0 * (header[i] + 8 * (64 + 512 + 128 * extra[i])) / (32 * 256)).epsilon(1e-4));
+        CHECK(std::stod(file.substr(1)) == doctest::Approx(file_bits[i]).epsilon(1e-4));
+    }
+    // The same 32 x 256 weights and x as the example (the generator continues from section 1's
+    // draws in a fresh one: seed 27, w first, then x): row 0 as Q4_K read back by ggml_to_float,
+    // inputs 16..31 times x. Then the printed S·Σq·x − M·Σx gives the same sum.
+    std::mt19937 rng4(27);
+    std::normal_distribution<float> normal4(0.0f, 0.02f);
+    std::vector<float> w4(32 * 256), x4(256);
+    for (float& v : w4) v = normal4(rng4);
+    for (float& v : x4) v = normal4(rng4) * 50.0f;
+    const std::vector<float> row0 = glass::ggml_round_trip(id(GgmlType::q4_k), w4.data(), 256);
+    double widened = 0, sum_x = 0;
+    for (int k = 16; k < 32; ++k) widened += double(row0[size_t(k)]) * x4[size_t(k)], sum_x += x4[size_t(k)];
+    CHECK(test::number(out, "  sum of w*x, weights widened first") == doctest::Approx(widened).epsilon(1e-5));
+    std::istringstream terms(test::value_of(out, "  S*sum(q*x) - M*sum(x)"));
+    double S = 0, qx = 0, M = 0, sx = 0, result = 0;
+    char star, minus, eq;
+    terms >> S >> star >> qx >> minus >> M >> star >> sx >> eq >> result;
+    CHECK(sx == doctest::Approx(sum_x).epsilon(1e-5));
+    CHECK(S * qx - M * sx == doctest::Approx(widened).epsilon(1e-5));
+    CHECK(result == doctest::Approx(widened).epsilon(1e-5));
+    // The matrix products: fp32 x multiplies exactly the file type's weights, so the only
+    // difference is the order of fp32 sums (≤ 1e-5, the fp32 rule); int8 x is x rounded to 8
+    // bits per block of 32 (≤ half a step of max|x|/127 each: a few 1e-3 of y).
+    const std::vector<std::string> product_rows = section_rows(out, "  panels  fp32 x");
+    REQUIRE(product_rows.size() == 3);  // q4_k, q5_k, q6_k
+    for (size_t i = 0; i < 3; ++i) {
+        std::istringstream in(product_rows[i]);
+        std::string name;
+        double fp32_x = 1, int8_x = 1;
+        in >> name >> fp32_x >> int8_x;
+        CAPTURE(name);
+        CHECK(fp32_x <= 1e-5);
+        CHECK(int8_x > 1e-4);
+        CHECK(int8_x < 2e-2);
+    }
 }

@@ -13,9 +13,11 @@
 #include <map>
 #include <set>
 
+#include "glass/fast/fast_paged_backend.hpp"
 #include "glass/fast/fast_session.hpp"
 #include "glass/formats/gguf_model.hpp"
 #include "glass/formats/model_files.hpp"
+#include "glass/serve/paged_transformer.hpp"
 #include "kernel_checks.hpp"
 #include "test_support.hpp"
 
@@ -256,9 +258,11 @@ TEST_CASE("glass generate -m GGUF and -m FOLDER: the model's own tokenizer, the 
         CHECK(last_json(fast.out)["generated_ids"] == a["generated_ids"]);
         // Quantized files, the reference (which widens them) against the fast path: a Q4_0 file
         // with --threads alone runs on its own blocks (q4, the stored type); a Q4_K_M file (Q4_K
-        // and Q6_K tensors) with --precision fp32 packs its exact values. The same weights either
-        // way, so the same greedy ids.
+        // and Q6_K tensors) on its own blocks too (`stored`: q4_k and q6_k panels), or with
+        // --precision fp32 its exact values widened. The same weights every way, so the same
+        // greedy ids.
         for (const auto& [file, fast_flags] : {std::pair<std::string, std::string>{"-Q4_0.gguf", " --threads 2"},
+                                               {"-Q4_K_M.gguf", " --threads 2"},
                                                {"-Q4_K_M.gguf", " --threads 2 --precision fp32"}}) {
             CAPTURE(file);
             const std::string path = test::sh(families_dir() + "/" + f + file);
@@ -393,11 +397,12 @@ TEST_CASE("weights in their stored type: the fast path packs every GGUF and fold
     }
 }
 
-TEST_CASE("legacy and k-quant files on the fast path: q8 panels by default, the file's exact values as fp32") {
-    // Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K have no panels of their own yet: the fast path widens
-    // each 32-row slice and packs it. As fp32 the packed weights are the reference's widened ones
-    // bit for bit, so the logits follow the reference within the fp32 rule (1e-5); as q8 (the
-    // default for these files) within q8's weight tolerance (kernel_checks::weight_tolerance).
+TEST_CASE("legacy and k-quant files on the fast path: the file's exact values as fp32, and as q8 panels") {
+    // Q4_1, Q5_0 and Q5_1 have no panels of their own: the fast path widens each 32-row slice and
+    // packs it (q8 by default). Any of these files asked for fp32 gets the reference's widened
+    // weights bit for bit, so the logits follow the reference within the fp32 rule (1e-5); asked
+    // for q8, within q8's weight tolerance (kernel_checks::weight_tolerance). The k-quant files'
+    // default, their own panels, is the next test's.
     for (const std::string& f : kFamilies) {
         const nlohmann::json ref = read_json(families_dir() + "/" + f + "-reference.json");
         const std::vector<int> prompt = ref["prompt_ids"], path = ref["greedy_ids"];
@@ -408,7 +413,10 @@ TEST_CASE("legacy and k-quant files on the fast path: q8 panels by default, the 
             const std::string p = families_dir() + "/" + f + "-" + type + ".gguf";
             const glass::Model stored = glass::load_model(p, glass::LoadWeights::as_stored);
             const glass::Model widened = glass::load_model(p, glass::LoadWeights::fp32);
-            CHECK(glass::fast::stored_weight_type(stored) == glass::fast::WeightType::q8_0);
+            const bool k_quant = type.find("_K") != std::string::npos;
+            const auto default_type = !k_quant ? glass::fast::WeightType::q8_0
+                                      : type == "Q6_K" ? glass::fast::WeightType::q6_k : glass::fast::WeightType::stored;
+            CHECK(glass::fast::stored_weight_type(stored) == default_type);
 
             const glass::fast::FastOptions exact{.threads = 2, .weights = glass::fast::WeightType::fp32};
             glass::fast::FastModel packed(stored, exact, glass::fast::SingleRow::matvec);
@@ -426,6 +434,76 @@ TEST_CASE("legacy and k-quant files on the fast path: q8 panels by default, the 
             glass::fast::FastCpuSession fast_q8(stored, {.threads = 2, .weights = glass::fast::WeightType::q8_0});
             CHECK(kernel_checks::worst_error(reference_again, fast_q8, prompt, next) <=
                   kernel_checks::weight_tolerance(glass::fast::WeightType::q8_0));
+        }
+    }
+}
+
+TEST_CASE("k-quant files on the fast path: each matrix in its file's own blocks, the reference's logits within 1e-5") {
+    // A Q4_K_M or Q5_K_M file mixes types (llama-quant.cpp's choice: Q6_K for the output and some
+    // attn_v / ffn_down, Q4_K or Q5_K elsewhere); by default (`stored`) the fast path packs each
+    // matrix in the panel type of its file type (packed_kquants.hpp): nothing is rounded again,
+    // so every packed weight is the reference's widened weight bit for bit, and the logits follow
+    // the reference within the fp32 rule (1e-5: only the order of fp32 sums differs). With int8
+    // activations the x side is rounded too: within q8's weight tolerance, the same rounding.
+    using glass::fast::WeightType;
+    for (const std::string& f : kFamilies) {
+        const nlohmann::json ref = read_json(families_dir() + "/" + f + "-reference.json");
+        const std::vector<int> prompt = ref["prompt_ids"], path = ref["greedy_ids"];
+        const std::vector<int> next(path.begin(), path.begin() + 3);
+        for (const std::string type : {"Q4_K_M", "Q5_K_M", "Q6_K"}) {
+            CAPTURE(f);
+            CAPTURE(type);
+            const std::string p = families_dir() + "/" + f + "-" + type + ".gguf";
+            const glass::Model stored = glass::load_model(p, glass::LoadWeights::as_stored);
+            const glass::Model widened = glass::load_model(p, glass::LoadWeights::fp32);
+            const glass::fast::FastOptions options{.threads = 2, .weights = glass::fast::stored_weight_type(stored)};
+            glass::fast::FastModel packed(stored, options, glass::fast::SingleRow::matvec);
+            // Each matrix's panel type is its file type's.
+            const auto panel_of = [](const glass::StoredMatrix& m) { return glass::fast::weight_type_of_stored(m.type); };
+            bool types_follow_file = packed.classifier().type == panel_of(stored.stored_classifier);
+            int k_quant_matrices = 0;
+            for (int l = 0; l < stored.config.n_layers; ++l) {
+                const auto& got = packed.layer(l);
+                const auto& file = stored.layers[static_cast<size_t>(l)].stored;
+                for (const auto& [g, w] : {std::pair{&got.wq, &file.wq}, {&got.wv, &file.wv}, {&got.w1, &file.w1}, {&got.w2, &file.w2}}) {
+                    types_follow_file = types_follow_file && g->type == panel_of(*w);
+                    k_quant_matrices += glass::fast::is_k_quant(g->type);
+                }
+            }
+            CHECK(types_follow_file);
+            CHECK(k_quant_matrices == 4 * stored.config.n_layers);  // every row here is whole super-blocks
+            if (f == "llama3" && type == "Q4_K_M") {
+                // glass bench names the mix it runs: counted here from the packed matrices.
+                const test::Run bench = test::run(test::bin_dir() + "/glass bench --runs 5 --gen 2 --prompt-len 2 --json -m " + test::sh(p));
+                INFO(bench.err);
+                REQUIRE(bench.exit_code == 0);
+                const nlohmann::json j = nlohmann::json::parse(bench.out.substr(bench.out.rfind("\n{") + 1));
+                CHECK(j["precision"] == "stored");
+                CHECK(j["panel_types"] == packed.panel_types());
+                CHECK(packed.panel_types().find("q4_k") != std::string::npos);
+                CHECK(packed.panel_types().find("q6_k") != std::string::npos);
+            }
+            const int last = widened.config.n_layers - 1;
+            bool same = true;
+            for (const auto& [got, want] : {std::pair{&packed.layer(0).wv, &widened.layers[0].wv},
+                                            std::pair{&packed.layer(last).w2, &widened.layers[static_cast<size_t>(last)].w2},
+                                            std::pair{&packed.layer(0).w1, &widened.layers[0].w1}})
+                for (int r = 0; r < want->rows(); ++r)
+                    for (int k = 0; k < want->cols(); ++k) same = same && got->at(r, k) == (*want)(r, k);
+            CHECK(same);
+            glass::CpuSession reference(widened), reference_again(widened);
+            glass::fast::FastCpuSession fast(stored, options);
+            CHECK(kernel_checks::worst_error(reference, fast, prompt, next) <= 1e-5);
+            glass::fast::FastOptions int8_x = options;
+            int8_x.int8_activations = true;
+            glass::fast::FastCpuSession fast_int8(stored, int8_x);
+            CHECK(kernel_checks::worst_error(reference_again, fast_int8, prompt, next) <= kernel_checks::weight_tolerance(WeightType::q8_0));
+            // The serving engine's paged backend packs the same panels: the reference's paged
+            // engine on the widened weights, within the fp32 rule.
+            glass::serve::CpuPagedBackend reference_paged(widened);
+            glass::fast::FastPagedBackend fast_paged(stored, options);
+            glass::serve::PagedSession want_paged(reference_paged, 4), got_paged(fast_paged, 4);
+            CHECK(kernel_checks::worst_error(want_paged, got_paged, prompt, next) <= 1e-5);
         }
     }
 }

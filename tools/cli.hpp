@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "glass/checkpoint.hpp"
+#include "glass/fast/packed_weights.hpp"
 #include "glass/kv_cache.hpp"
 
 namespace cli {
@@ -116,12 +117,16 @@ inline glass::KvType kv_from_flags(const Flags& flags) {
 }
 
 // --activations fp32|int8 (default fp32): whether decode rounds its inputs to int8 blocks and
-// multiplies integers (FastOptions::int8_activations), which takes q8 or q4 weights.
+// multiplies integers (FastOptions::int8_activations), which takes integer weights (q8, q4, the
+// k-quants).
 inline bool int8_activations_from_flags(const Flags& flags, const std::string& precision) {
     const std::string name = flags.get("--activations", "fp32");
     if (name != "fp32" && name != "int8") throw UsageError("--activations must be fp32 or int8, got '" + name + "'");
-    if (name == "int8" && precision != "q8" && precision != "q8_0" && precision != "q4" && precision != "q4_0")
-        throw UsageError("--activations int8 multiplies q8 or q4 weights' integers: give --precision q8 or q4");
+    // No --precision: the file's own types decide, and FastModel refuses a float matrix by name.
+    if (name == "int8" && !precision.empty() && precision != "stored" &&
+        !glass::fast::has_integer_weights(glass::fast::weight_type_from_string(precision)))
+        throw UsageError("--activations int8 multiplies integer weights: give --precision q8, q4, q4_k, q5_k or q6_k (or a "
+                         "quantized file's own types), not " + precision);
     return name == "int8";
 }
 

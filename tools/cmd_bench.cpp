@@ -1,7 +1,7 @@
 // glass bench — prefill and decode speed of the fast CPU path, as medians of several runs.
 //
 //   glass bench -m FILE [--threads N] [--prompt-len P] [--gen N] [--runs R]
-//               [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8] [--activations fp32|int8]
+//               [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--kv fp32|int8] [--activations fp32|int8]
 //               [--kernels portable|avx2|avx512|neon] [--probes] [--json]
 // (--weights is an older name for --precision, still accepted.)
 // --probes also measures read bandwidth and FMA peak with the same threads and prints the
@@ -62,14 +62,15 @@ int cmd_bench(int argc, char** argv) {
     std::printf("model %s: dim %d, hidden %d, %d layers, %d/%d heads, vocab %d | %s weights, %s kernels, "
                 "%s dot products, %d threads (packed in %.1f s)\n",
                 flags.get("-m", "").c_str(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
-                c.vocab_size, glass::fast::to_string(weights), session.kernel_name(), session.dot_products().c_str(),
+                c.vocab_size, session.panel_types().c_str(), session.kernel_name(), session.dot_products().c_str(),
                 threads, pack_s);
     std::printf("prefill (%d tokens): %.1f tokens/s median [%.1f – %.1f] = %.1f GFLOP/s\n", prompt_len,
                 pf.median, pf.min, pf.max, flops_per_prompt * pf.median / prompt_len / 1e9);
     std::printf("decode (%d tokens):  %.2f tokens/s median [%.2f – %.2f] = %.1f GB/s of weights (%.1f MB/token)\n",
                 gen, dc.median, dc.min, dc.max, bytes * dc.median / 1e9, bytes / 1e6);
     nlohmann::json j = {
-        {"model", flags.get("-m", "")}, {"threads", threads}, {"precision", glass::fast::to_string(weights)}, {"kv", glass::to_string(options.kv)},
+        {"model", flags.get("-m", "")}, {"threads", threads}, {"precision", glass::fast::to_string(weights)},
+        {"panel_types", session.panel_types()}, {"kv", glass::to_string(options.kv)},
         {"kernels", session.kernel_name()}, {"isa", session.kernels().isa}, {"cpu", glass::fast::cpu_model_name()},
         {"cpu_flags", glass::fast::cpu_feature_list()}, {"dot_products", session.dot_products()}, {"prompt_len", prompt_len}, {"gen", gen}, {"runs", runs},
         {"prefill_tokens_per_s", pf.median}, {"prefill_tokens_per_s_range", {pf.min, pf.max}},

@@ -18,21 +18,23 @@ namespace {
 
 // The backend behind the one generate loop:
 //   --device cpu (default)                the plain reference (transformer.hpp)
-//   --device cpu --threads N / --precision fp32|fp16|bf16|q8|q4
+//   --device cpu --threads N / --precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored
 //                                         the fast CPU path (fast/fast_session.hpp); without
 //                                         --precision, the type the model's file stores
-//   --device cuda [--precision fp32|fp16|bf16|q8|q4] [--cuda-graph] [--cuda-attention standard|flash]
+//   --device cuda [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k] [--cuda-graph]
+//                 [--cuda-attention standard|flash]
 //                                         the GPU (cuda/); --cuda-graph replays each decode step
 //                                         as one CUDA graph; flash: FlashAttention for prefill and
 //                                         (from 1,024 cached keys) split-K decode
 //   --kv fp32|int8                        how the KV cache stores keys and values (kv_cache.hpp;
 //                                         CPU and CUDA alike)
-//   --activations fp32|int8 (CPU, q8/q4)  decode's inputs in int8 blocks, integer dot products
+//   --activations fp32|int8 (CPU)         decode's inputs in int8 blocks, integer dot products
+//                                         (integer weights: q8, q4, the k-quants)
 std::unique_ptr<glass::Session> make_session(const std::string& device, const glass::Model& model,
                                              const std::string& precision, std::optional<int> threads,
                                              bool cuda_graph, glass::KvType kv, bool int8_activations,
                                              bool cuda_flash = false) {
-    if (device == "cpu" && !threads && precision.empty()) return std::make_unique<glass::CpuSession>(model, kv);
+    if (device == "cpu" && !threads && precision.empty() && !int8_activations) return std::make_unique<glass::CpuSession>(model, kv);
     if (device == "cpu") {
         glass::fast::FastOptions options;
         options.threads = threads.value_or(1);
@@ -80,16 +82,20 @@ int cmd_generate(int argc, char** argv) {
     const std::string device = flags.get("--device", "cpu");
     if (device != "cpu" && device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + device + "'");
     const std::string precision = flags.get("--precision", "");
-    if (!precision.empty() && precision != "fp32" && precision != "fp16" && precision != "bf16" && precision != "q8" &&
-        precision != "q4")
-        throw UsageError("--precision must be fp32, fp16, bf16, q8 or q4, got '" + precision + "'");
+    if (!precision.empty()) {
+        try {
+            glass::fast::weight_type_from_string(precision);
+        } catch (const glass::Error& e) {
+            throw UsageError(std::string("--precision: ") + e.what());
+        }
+    }
     if (flags.has("--cuda-graph") && device != "cuda") throw UsageError("--cuda-graph applies to --device cuda");
     const std::string cuda_attention = flags.get("--cuda-attention", "standard");
     if (cuda_attention != "standard" && cuda_attention != "flash")
         throw UsageError("--cuda-attention must be standard or flash, got '" + cuda_attention + "'");
     if (flags.has("--cuda-attention") && device != "cuda") throw UsageError("--cuda-attention applies to --device cuda");
     const glass::KvType kv = kv_from_flags(flags);
-    const bool int8_activations = int8_activations_from_flags(flags, precision);  // q8/q4 only
+    const bool int8_activations = int8_activations_from_flags(flags, precision);  // integer weights only
     if (int8_activations && device != "cpu")
         throw UsageError("--activations int8 is the CPU's integer dot product (VNNI); --device cuda widens q8/q4 "
                          "weights and multiplies fp32 inputs: drop --activations");
@@ -131,7 +137,7 @@ int cmd_generate(int argc, char** argv) {
     // The fast CPU path packs a GGUF's or folder's matrices from their stored blocks: loaded
     // as_stored, no fp32 copy of them is made. The reference and CUDA read fp32.
     const std::string model_path = flags.get("-m", kDefaultModel);
-    const bool fast_path = device == "cpu" && (threads || !precision.empty());
+    const bool fast_path = device == "cpu" && (threads || !precision.empty() || int8_activations);
     glass::Model model = glass::load_model(model_path, fast_path ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
     context_from_flags(flags, model);
     const std::unique_ptr<glass::Tokenizer> tok_owned =

@@ -1,7 +1,7 @@
 // glass serve — an OpenAI-compatible HTTP server on the batching engine.
 //
 //   glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]
-//               [--backend fast|reference] [--threads N] [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8]
+//               [--backend fast|reference] [--threads N] [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--kv fp32|int8]
 //               [--max-queue N] [--block-size B] [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]
 //               [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //

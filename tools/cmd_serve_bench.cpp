@@ -2,7 +2,7 @@
 // measured beside its baseline in the same command (serve/measure.hpp does the measuring).
 //
 //   glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference]
-//       [--threads N] [--precision fp32|fp16|bf16|q8|q4] [--kv fp32|int8]
+//       [--threads N] [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--kv fp32|int8]
 //       [--requests N] [--rate R] [--prompt-len A:B] [--gen A:B] [--shared-prefix T]
 //       [--block-size B] [--pool-blocks N] [--budget T] [--max-running N]
 //       [--no-prefix-cache] [--no-chunked-prefill] [--seed S]

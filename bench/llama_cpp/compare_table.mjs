@@ -14,7 +14,7 @@ for (let i = 0; i < rows.length;) {
   while (rows[j].kernels) ++j;  // glass rows, then the llama.cpp row of the same file
   const llama = rows[j], shape = llama.model.split("/").pop().replace(/\.gguf$/, "");
   for (const g of rows.slice(i, j))
-    console.log(`| ${shape} | glass | ${g.precision} | ${g.dot_products} | ${fmt(g.decode_tokens_per_s, g.decode_tokens_per_s_range)} | ` +
+    console.log(`| ${shape} | glass | ${g.panel_types ?? g.precision} | ${g.dot_products} | ${fmt(g.decode_tokens_per_s, g.decode_tokens_per_s_range)} | ` +
                 `${(g.decode_tokens_per_s / llama.decode_tokens_per_s).toFixed(2)}x | ${(100 * g.decode_bandwidth_ratio).toFixed(0)} % | ` +
                 `${g.prefill_tokens_per_s.toFixed(1)} | ${(100 * g.prefill_fma_ratio).toFixed(0)} % |`);
   console.log(`| ${shape} | ${llama.engine}, CPU library ${llama.cpu_library} | ${shape.split("-").pop()} | its own | ` +

@@ -108,6 +108,9 @@ constexpr int warpSize = 32;
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+// A product rounded on its own: nvcc never fuses it into an FMA with a later addition (kquants.cu
+// relies on that). g++ in ISO mode (-std=c++20) never fuses either (-ffp-contract=off).
+inline float __fmul_rn(float a, float b) { return a * b; }
 // A GPU's atomics; the emulator runs one thread at a time, so a plain update is atomic.
 inline int atomicMin(int* address, int value) {
     const int old = *address;

@@ -21,6 +21,8 @@
 
 #include "../serve_workloads.hpp"
 #include "../test_support.hpp"
+#include "glass/fast/random_model.hpp"
+#include "glass/ggml_quants.hpp"
 #include "glass/speculative.hpp"
 #include "cuda_session.hpp"
 #include "paged.hpp"
@@ -656,6 +658,105 @@ TEST_CASE("CudaPagedBackend: every step's logits within 1e-5 of CpuPagedBackend'
         CHECK(both.rows > both.steps);  // batches of several rows, not one at a time
         CHECK(stats.chunked_prompts > 0);
     }
+}
+
+namespace {
+
+const gc::WeightType kKQuantTypes[] = {gc::WeightType::q4_k, gc::WeightType::q5_k, gc::WeightType::q6_k};
+
+std::uint32_t ggml_type_of(gc::WeightType t) {
+    const glass::GgmlType g = t == gc::WeightType::q4_k   ? glass::GgmlType::q4_k
+                              : t == gc::WeightType::q5_k ? glass::GgmlType::q5_k
+                                                          : glass::GgmlType::q6_k;
+    return static_cast<std::uint32_t>(g);
+}
+
+// A random llama2 model whose every matrix is whole super-blocks of 256 (the shipped model's dim
+// of 64 is not): dim 256, hidden 768, 2 layers, 4 heads (head_dim 64) over 2 KV heads, the
+// shipped tokenizer's 512 ids, its own classifier. Small enough for the emulator.
+const glass::Model& kquant_model() {
+    static const glass::Model m = [] {
+        glass::ModelConfig c = glass::llama2_config(256, 768, 2, 4, 2, 512, 128);
+        c.shared_classifier = false;
+        return glass::fast::random_model_in_memory(c, 17);
+    }();
+    return m;
+}
+
+// The CPU reference for DeviceWeights with k-quant weights: every matrix it quantizes (the seven
+// of each layer and the classifier; not the embedding table, which it keeps fp32) replaced by
+// ggml_to_float of its ggml_from_float blocks, the very numbers kquants.cu multiplies by.
+// (model_in_file_type would round the embedding table too.)
+glass::Model kquant_reference(const glass::Model& m, gc::WeightType type) {
+    const glass::ModelConfig& c = m.config;
+    REQUIRE(!c.shared_classifier);
+    const std::size_t n = std::size_t((glass::llama2c_file_bytes(c) - 28) / 4);
+    auto buffer = std::make_shared<std::vector<float>>(m.token_embedding, m.token_embedding + n);
+    const auto round_in_place = [&](const float* p, std::int64_t count) {
+        const std::vector<float> w = glass::ggml_round_trip(ggml_type_of(type), p, count);
+        std::copy(w.begin(), w.end(), buffer->data() + (p - m.token_embedding));
+    };
+    round_in_place(m.classifier, std::int64_t{c.vocab_size} * c.dim);
+    for (const glass::LayerWeights& w : m.layers)
+        for (const glass::ConstMatrixMap* mat : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3})
+            round_in_place(mat->data(), mat->size());
+    return glass::model_from_llama2c_bytes(c, buffer->data(), buffer);
+}
+
+}  // namespace
+
+TEST_CASE("k-quant weights: CudaSession and CudaPagedBackend equal the CPU on the same dequantized weights") {
+    // DeviceWeights quantizes each matrix with glass::ggml_from_float and kquants.cu multiplies by
+    // exactly ggml_to_float's weights, so against the CPU on kquant_reference() only the order of
+    // fp32 additions differs: kF32, and the same greedy tokens. Stream decode for each type; graph
+    // decode for one; the paged backend on the engine's ragged batches for each type (one each
+    // under the small size: q4_k's session and q6_k's pool). The shipped model's rows of 64 are
+    // refused, naming the width.
+    const glass::Model& m = kquant_model();
+    const glass::ModelConfig& c = m.config;
+    const std::vector<int> prompt = {1, 17, 300, 42, 99, 5, 260};
+    const int steps = int(prompt.size()) - 1 + (kEmulated ? 6 : 32);
+    for (const gc::WeightType type : kKQuantTypes) {
+        CAPTURE(std::string(gc::to_string(type)));
+        const glass::Model reference = kquant_reference(m, type);
+        std::int64_t want_bytes = 4 * (std::int64_t{c.n_layers} * 2 * c.dim + c.dim) +
+                                  glass::ggml_bytes(ggml_type_of(type), std::int64_t{c.vocab_size} * c.dim);
+        for (const glass::LayerWeights& w : m.layers)
+            for (const glass::ConstMatrixMap* mat : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3})
+                want_bytes += glass::ggml_bytes(ggml_type_of(type), mat->size());
+        for (const bool graph : {false, true}) {
+            if (graph && type != gc::WeightType::q5_k) continue;
+            if (kSmall && (graph || type != gc::WeightType::q4_k)) continue;
+            CAPTURE(graph);
+            gc::CudaOptions options;
+            options.weights = type;
+            options.graph = graph;
+            gc::CudaSession gpu(m, options);
+            CHECK(gpu.weight_bytes() == want_bytes);
+            glass::CpuSession cpu(reference);
+            const GreedyRun run = greedy_side_by_side(gpu, cpu, prompt, steps);
+            glass::CpuSession reference_a(reference), reference_b(reference);
+            const GreedyRun want = greedy_side_by_side(reference_a, reference_b, prompt, steps);
+            CHECK(run.ids == want.ids);
+            CHECK(run.worst_logit_error <= kF32);
+            MESSAGE(std::string(gc::to_string(type)) << std::string(graph ? " graph" : "") << ": worst logit error " << run.worst_logit_error);
+        }
+        if (kSmall && type != gc::WeightType::q6_k) continue;
+        gc::CudaPagedBackend gpu(m, {type, gc::MatmulKernel::warp_per_row, gc::PagedAttention::per_row});
+        glass::serve::CpuPagedBackend cpu(reference);
+        ComparingBackend both(gpu, cpu);
+        const test::Workload w = test::random_workload(7, c, /*block_size=*/5, /*budget=*/24, /*num_blocks=*/24,
+                                                       /*prefix_caching=*/true, /*chunked_prefill=*/true, /*n_requests=*/2);
+        test::WorkloadStats stats;
+        test::run_workload(both, test::shipped_tok(), w, &stats);
+        CHECK(both.worst <= kF32);
+        CHECK(both.rows > both.steps);
+        CHECK(stats.chunked_prompts > 0);
+        CHECK(gpu.weight_bytes() == want_bytes);
+        MESSAGE(std::string(gc::to_string(type)) << " paged: worst logit error " << both.worst << " over " << both.steps << " steps");
+    }
+    CHECK_THROWS_WITH_AS(gc::CudaSession(test::shipped(), {gc::WeightType::q4_k, gc::MatmulKernel::automatic, false}),
+                         doctest::Contains("a row of 64 is not"), glass::Error);
 }
 
 // An int8 pool (CudaPagedOptions::kv) against CpuPagedBackend(m, KvType::int8) on the engine's

@@ -9,6 +9,7 @@
 //   stays orders of magnitude below 1e-5 for these sizes. f16/bf16 weights are compared against
 //   the CPU run on the *same rounded weights* (round trip on the device), so the kernels are held
 //   to the same 1e-5; what rounding itself costs is measured at model level (test_cuda_model).
+//   k-quant weights (q4_k/q5_k/q6_k) likewise: against ggml_to_float of the very blocks uploaded.
 //   Token outputs (argmax, sampling) must match exactly. The int8 KV cache's writes
 //   (kv_write_int8, kv_write_rows_int8 through a batch's slots) must give glass::quantize_kv_row's integers and scales
 //   exactly; attention over int8 K/V + scales is held to 1e-5 against causal_attention over the
@@ -262,6 +263,110 @@ void add_quantized_matmul(std::vector<Case>& cases) {
             gc::quantized_matmul(nullptr, 1, dq, nullptr);
         } catch (const glass::Error& e) {
             return std::string(e.what()).find("2 blocks of 32 bytes per row, not 2 / 64") != std::string::npos ? 0.0 : 1.0;
+        }
+        return 1.0;
+    }});
+}
+
+// ggml's k-quant super-blocks on the device (kquants.cu): the blocks glass::ggml_from_float writes,
+// uploaded as they are, against the definition on the CPU: ggml_to_float of the same blocks, then
+// x · Wᵀ summed in double. The kernels compute each weight with ggml's fp32 operations in ggml's
+// order, so both sides multiply the very same fp32 weights; what is left is the device's fp32
+// rounding of the products and sums, ~1e-7 relative for these lengths (random signs), which the
+// fp32 rule (1e-5) holds with room while a wrong scale, min, nibble or high bit misses it by far.
+// Shapes: one super-block, row counts that are not a multiple of 32 (a block's last warps idle),
+// 40 pieces of 32 per row (in = 1280: lanes wrap), decode (n = 1) and prefill (n > 1).
+glass::GgmlType ggml_type_of(gc::WeightType t) {
+    return t == gc::WeightType::q4_k ? glass::GgmlType::q4_k
+         : t == gc::WeightType::q5_k ? glass::GgmlType::q5_k
+                                     : glass::GgmlType::q6_k;
+}
+
+// y [n, rows] = x [n, cols] · Wᵀ with W [rows, cols] given row-major, in double, rounded once.
+RowMatrix product_in_double(const RowMatrix& x, const std::vector<float>& w, int rows) {
+    const Eigen::Index cols = x.cols();
+    RowMatrix y(x.rows(), rows);
+    for (Eigen::Index t = 0; t < x.rows(); ++t)
+        for (int r = 0; r < rows; ++r) {
+            double sum = 0.0;
+            for (Eigen::Index k = 0; k < cols; ++k) sum += double(w[std::size_t(r * cols + k)]) * double(x(t, k));
+            y(t, r) = float(sum);
+        }
+    return y;
+}
+
+const gc::WeightType kKQuantTypes[] = {gc::WeightType::q4_k, gc::WeightType::q5_k, gc::WeightType::q6_k};
+
+void add_kquant_matmul(std::vector<Case>& cases) {
+    struct S { int n, in, out; };
+    const S shapes[] = {S{1, 256, 1}, S{1, 256, 37}, S{5, 512, 67}, S{3, 1280, 100}, S{1, 2048, 300}, S{17, 768, 256}};
+    for (S s : shapes)
+        for (const bool naive : {true, false})
+            for (const gc::WeightType type : kKQuantTypes) {
+                cases.push_back({fmt("kquant_matmul(%s, %s, n=%d, in=%d, out=%d)", naive ? "naive" : "warp_per_row",
+                                     gc::to_string(type), s.n, s.in, s.out),
+                                 kF32, double(s.n) * s.in * s.out > 5e6, [s, naive, type](Rng& rng) {
+                    const RowMatrix x = random_matrix(rng, s.n, s.in);
+                    const RowMatrix w = random_matrix(rng, s.out, s.in, 1.0f / std::sqrt(float(s.in)));
+                    const auto t = static_cast<std::uint32_t>(ggml_type_of(type));
+                    const std::int64_t count = std::int64_t{s.out} * s.in;
+                    std::vector<char> blocks(std::size_t(glass::ggml_bytes(t, count)));
+                    glass::ggml_from_float(t, w.data(), count, blocks.data());
+                    std::vector<float> dequantized(static_cast<std::size_t>(count));
+                    glass::ggml_to_float(t, blocks.data(), count, dequantized.data());
+                    gc::DeviceBuffer d_blocks(blocks.size());
+                    gc::upload(d_blocks.data(), blocks.data(), blocks.size());
+                    gc::DeviceKQuantMatrix dw;
+                    dw.blocks = static_cast<const std::uint8_t*>(d_blocks.data());
+                    dw.type = type;
+                    dw.rows = s.out;
+                    dw.cols = s.in;
+                    dw.block_bytes = gc::kquant_block_bytes(type);
+                    gc::DeviceBuffer d_x = to_device(x), y = poisoned(std::size_t(s.n) * s.out);
+                    (naive ? gc::kquant_matmul_naive : gc::kquant_matmul)(d_x.f32(), s.n, dw, y.f32());
+                    return relative_error(gc::to_host(y.f32(), std::size_t(s.n) * s.out),
+                                          product_in_double(x, dequantized, s.out));
+                }});
+            }
+    // The path CudaSession takes: upload_matrix quantizes on the host (ggml_from_float: the same
+    // blocks as above, and matrix_bytes counts them) and matmul() routes a k-quant DeviceMatrix to
+    // kquants.cu (naive -> naive, every other kernel but cublas -> warp per row).
+    for (const gc::MatmulKernel k : {gc::MatmulKernel::automatic, gc::MatmulKernel::naive, gc::MatmulKernel::tiled})
+        for (const gc::WeightType type : kKQuantTypes) {
+            const S s{3, 512, 45};
+            cases.push_back({fmt("matmul(%s, upload_matrix(%s), n=%d, in=%d, out=%d)", gc::to_string(k), gc::to_string(type),
+                                 s.n, s.in, s.out),
+                             kF32, false, [s, k, type](Rng& rng) {
+                const RowMatrix x = random_matrix(rng, s.n, s.in);
+                const RowMatrix w = random_matrix(rng, s.out, s.in, 1.0f / std::sqrt(float(s.in)));
+                const gc::OwnedMatrix dw = gc::upload_matrix(w.data(), s.out, s.in, type);
+                const auto t = static_cast<std::uint32_t>(ggml_type_of(type));
+                const std::int64_t count = std::int64_t{s.out} * s.in;
+                if (gc::matrix_bytes(dw.view) != glass::ggml_bytes(t, count)) return 1.0;
+                if (gc::bytes_per_weight(type) != glass::ggml_bits_per_weight(t) / 8) return 1.0;
+                gc::DeviceBuffer d_x = to_device(x), y = poisoned(std::size_t(s.n) * s.out);
+                gc::matmul(k, d_x.f32(), s.n, dw.view, y.f32());
+                return relative_error(gc::to_host(y.f32(), std::size_t(s.n) * s.out),
+                                      product_in_double(x, glass::ggml_round_trip(t, w.data(), count), s.out));
+            }});
+        }
+    cases.push_back({"upload_matrix(q4_k, rows of 300 -> glass::Error naming the width)", 0.0, false, [](Rng& rng) {
+        const RowMatrix w = random_matrix(rng, 2, 300);
+        try {
+            gc::upload_matrix(w.data(), 2, 300, gc::WeightType::q4_k);
+        } catch (const glass::Error& e) {
+            return std::string(e.what()).find("whole super-blocks of 256 weights; a row of 300 is not") != std::string::npos ? 0.0
+                                                                                                                         : 1.0;
+        }
+        return 1.0;
+    }});
+    cases.push_back({"matmul(cublas, q6_k weights -> glass::Error naming cublas)", 0.0, false, [](Rng& rng) {
+        const RowMatrix w = random_matrix(rng, 4, 256);
+        const gc::OwnedMatrix dw = gc::upload_matrix(w.data(), 4, 256, gc::WeightType::q6_k);
+        try {
+            gc::matmul(gc::MatmulKernel::cublas, nullptr, 1, dw.view, nullptr);
+        } catch (const glass::Error& e) {
+            return std::string(e.what()).find("cublas kernel takes fp32 weights only, got q6_k") != std::string::npos ? 0.0 : 1.0;
         }
         return 1.0;
     }});
@@ -1207,6 +1312,7 @@ int main(int argc, char** argv) {
     add_rope(cases);
     add_matmul(cases);
     add_quantized_matmul(cases);
+    add_kquant_matmul(cases);
     add_softmax(cases);
     add_attention(cases);
     add_mlp(cases);

@@ -112,8 +112,8 @@ public:
         : model_(model), c_(model.config), options_(options), single_row_(single_row),
           pool_(options.threads), k_(kernels_for(options)) {
         if (options.prefill_chunk < 1) fail("prefill chunk ", options.prefill_chunk, " must be ≥ 1");
-        if (options.int8_activations && !is_quantized(options.weights))
-            fail("int8 activations multiply q8 or q4 weights' integers; the weights are ", to_string(options.weights));
+        if (options.int8_activations && !has_integer_weights(options.weights) && options.weights != WeightType::stored)
+            fail("int8 activations multiply integer weights (q8, q4, q4_k, q5_k, q6_k); the weights are ", to_string(options.weights));
         if (options.int8_activations) {  // room for the widest input, in int8 blocks of 32
             const int blocks = (widest_input() + kQuantBlock - 1) / kQuantBlock;
             x_q_.resize(static_cast<size_t>(blocks) * kQuantBlock);
@@ -136,6 +136,24 @@ public:
     const Kernels& kernels() const { return k_; }
     int threads() const { return pool_.size(); }
     const char* kernel_name() const { return k_.name; }
+    // The panel types of the model's matrices with how many of each, most first: "q4_k 14, q6_k 3"
+    // (a file of mixed types packed as `stored`), or one name.
+    std::string panel_types() const {
+        std::vector<std::pair<int, std::string>> counts;
+        auto count = [&](const PackedMatrix& m) {
+            for (auto& [n, name] : counts)
+                if (name == to_string(m.type)) return void(++n);
+            counts.emplace_back(1, to_string(m.type));
+        };
+        for (const Layer& l : layers_)
+            for (const PackedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) count(*m);
+        count(classifier_);
+        if (counts.size() == 1) return counts[0].second;
+        std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+        std::string out;
+        for (const auto& [n, name] : counts) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
+        return out;
+    }
     // The dot products decode runs: "fp32", or with int8 activations "int8 (avx512-vnni)" etc.
     std::string dot_products() const { return options_.int8_activations ? std::string("int8 (") + k_.int8_dot + ")" : "fp32"; }
 
@@ -468,18 +486,24 @@ private:
         final_gain_ = gain(model_.rms_final, c_.dim);
 
         // One arena for all of them, each matrix starting on a 64-byte (cache line) boundary.
+        // Each matrix's panel type: the one asked for, or with `stored` its file's own.
         std::vector<std::int64_t> offsets;
+        std::vector<WeightType> types;
         std::int64_t total = 0;
         for (const Source& s : sources) {
+            types.push_back(panel_type_of(s.stored, options_.weights));
+            if (options_.int8_activations && !has_integer_weights(types.back()))
+                fail("int8 activations multiply integer weights (q8, q4, q4_k, q5_k, q6_k); a [", s.rows, ", ", s.cols,
+                     "] matrix of this model is ", to_string(types.back()));
             offsets.push_back(total);
-            total += (packed_bytes(s.rows, s.cols, options_.weights) + 63) / 64 * 64;
+            total += (packed_bytes(s.rows, s.cols, types.back()) + 63) / 64 * 64;
         }
         arena_ = HugeBuffer(static_cast<std::size_t>(total));
         auto pack = [&](int i, int) {  // one matrix per item, from the file's own bytes where known
             const Source& s = sources[size_t(i)];
             unsigned char* dest = arena_.as<unsigned char>() + offsets[size_t(i)];
-            *s.out = s.stored.bytes ? pack_stored_matrix(s.stored, s.rows, s.cols, options_.weights, dest)
-                                    : pack_matrix(s.w, s.rows, s.cols, options_.weights, dest);
+            *s.out = s.stored.bytes ? pack_stored_matrix(s.stored, s.rows, s.cols, types[size_t(i)], dest)
+                                    : pack_matrix(s.w, s.rows, s.cols, types[size_t(i)], dest);
         };
         pool_.run(static_cast<int>(sources.size()), pack);
         // The panels now hold every weight: the file's pages need not stay in this process.

@@ -123,6 +123,7 @@ public:
     WeightType weight_type() const { return m_.options().weights; }
     const char* kernel_name() const { return m_.kernel_name(); }
     const Kernels& kernels() const { return m_.kernels(); }
+    std::string panel_types() const { return m_.panel_types(); }  // "q4_k 14, q6_k 3" or "fp32"
     std::string dot_products() const { return m_.dot_products(); }  // "fp32" or "int8 (avx512-vnni)" ...
 
 private:

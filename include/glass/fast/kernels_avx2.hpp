@@ -346,9 +346,12 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
 }
 
 // xp: the n tokens packed by pack_tokens (token_tiles.hpp) with cols = w.cols.
-// `scratch` holds kChunk × 32 floats, 32-byte aligned (one per thread).
-GLASS_AVX2 inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
-                              bool accumulate, float* scratch) {
+// `scratch` holds kChunk × 32 floats, 32-byte aligned (one per thread). `unpack(w, p, k0, kc,
+// chunk)` widens a chunk of a panel that is not fp32 (unpack_chunk; the k-quants' in
+// kernels_avx2_kquants.hpp).
+template <class Unpack>
+GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const float* xp, int n, float* y, long ldy,
+                                   int p0, int p1, bool accumulate, float* scratch) {
     for (int p = p0; p < p1; ++p) {
         const int valid = w.rows - p * kPanel;  // rows of this panel that exist
         for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
@@ -357,7 +360,7 @@ GLASS_AVX2 inline void matmul(const PackedMatrix& w, const float* xp, int n, flo
             if (w.type == WeightType::fp32)  // already fp32 (and 64-byte aligned): use it in place
                 chunk = reinterpret_cast<const float*>(w.panel(p)) + std::int64_t{k0} * 32;
             else
-                unpack_chunk(w, p, k0, kc, scratch);
+                unpack(w, p, k0, kc, scratch);
             const bool add = accumulate || k0 > 0;  // after the first chunk, add to what is in y
             const NextChunk next = next_chunk(w, p, p1, k0, kc, kChunk);  // fetched by the first sub-tile
             for (int i = 0; i < token_tiles(n); ++i) {
@@ -380,6 +383,10 @@ GLASS_AVX2 inline void matmul(const PackedMatrix& w, const float* xp, int n, flo
             }
         }
     }
+}
+GLASS_AVX2 inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
+                              bool accumulate, float* scratch) {
+    matmul_with(unpack_chunk, w, xp, n, y, ldy, p0, p1, accumulate, scratch);
 }
 
 }  // namespace glass::fast::avx2

@@ -15,6 +15,7 @@
 
 #include "glass/fast/kernel_table.hpp"
 #include "glass/fast/kernels_avx2.hpp"  // GLASS_AVX2, lanes_below
+#include "glass/fast/kernels_avx2_kquants.hpp"  // matvec_all, matmul_all, matvec_int8_all, matvec_int8_vnni_all
 #include "glass/fast/kernels_portable.hpp"
 
 // GCC 12's own intrinsic headers trip -Wmaybe-uninitialized (a known false positive).
@@ -263,11 +264,11 @@ GLASS_AVX2 inline float fma_chains(std::int64_t iterations, float start) {
 // The set's table; matvec_int8 uses vpdpbusd where the CPU has AVX-VNNI, else vpmaddubsw.
 inline Kernels kernels(bool avx_vnni) {
     return {.name = "avx2", .isa = "AVX2 + FMA + F16C",
-            .matvec = matvec, .matmul = matmul, .dot_rows = dot_rows, .add_rows = add_rows,
+            .matvec = matvec_all, .matmul = matmul_all, .dot_rows = dot_rows, .add_rows = add_rows,
             .dequantize_rows = dequantize_rows, .softmax = softmax, .silu_mul = silu_mul,
             .attention_scores = attention_scores, .attention_mix = attention_mix,
             .row_max = row_max, .exp_shift = exp_shift,
-            .matvec_int8 = avx_vnni ? matvec_int8_vnni : matvec_int8, .int8_dot = avx_vnni ? "avx-vnni" : "avx2",
+            .matvec_int8 = avx_vnni ? matvec_int8_vnni_all : matvec_int8_all, .int8_dot = avx_vnni ? "avx-vnni" : "avx2",
             .read_sum = read_sum, .fma_chains = fma_chains, .fma_lanes = 8};
 }
 

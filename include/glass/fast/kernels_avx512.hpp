@@ -310,9 +310,12 @@ GLASS_AVX512 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int 
 }
 
 // xp: the n tokens packed by pack_tokens (token_tiles.hpp) with cols = w.cols.
-// `scratch` holds kChunk × 32 floats, 64-byte aligned (one per thread).
-GLASS_AVX512 inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long ldy,
-                                int p0, int p1, bool accumulate, float* scratch) {
+// `scratch` holds kChunk × 32 floats, 64-byte aligned (one per thread). `unpack(w, p, k0, kc,
+// chunk)` widens a chunk of a panel that is not fp32 (unpack_chunk; the k-quants' in
+// kernels_avx512_kquants.hpp).
+template <class Unpack>
+GLASS_AVX512 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const float* xp, int n, float* y, long ldy,
+                                     int p0, int p1, bool accumulate, float* scratch) {
     for (int p = p0; p < p1; ++p) {
         const RowMasks masks = row_masks(w.rows - p * kPanel);
         for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
@@ -321,7 +324,7 @@ GLASS_AVX512 inline void matmul(const PackedMatrix& w, const float* xp, int n, f
             if (w.type == WeightType::fp32)  // already fp32 (and 64-byte aligned): use it in place
                 chunk = reinterpret_cast<const float*>(w.panel(p)) + std::int64_t{k0} * 32;
             else
-                unpack_chunk(w, p, k0, kc, scratch);
+                unpack(w, p, k0, kc, scratch);
             // After the first chunk, add to what the earlier chunks left in y.
             const bool add = accumulate || k0 > 0;
             // The next chunk's weights, fetched into L2 by the first tile.
@@ -352,6 +355,10 @@ GLASS_AVX512 inline void matmul(const PackedMatrix& w, const float* xp, int n, f
             }
         }
     }
+}
+GLASS_AVX512 inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
+                                bool accumulate, float* scratch) {
+    matmul_with(unpack_chunk, w, xp, n, y, ldy, p0, p1, accumulate, scratch);
 }
 
 }  // namespace glass::fast::avx512

@@ -14,6 +14,7 @@
 
 #include "glass/fast/kernel_table.hpp"
 #include "glass/fast/kernels_avx512.hpp"  // GLASS_AVX512, row_masks
+#include "glass/fast/kernels_avx512_kquants.hpp"  // matvec_all, matmul_all, matvec_int8_all
 #include "glass/fast/kernels_portable.hpp"
 
 // GCC 12's own intrinsic headers trip -Wmaybe-uninitialized (a known false positive).
@@ -296,11 +297,11 @@ GLASS_AVX512 inline float fma_chains(std::int64_t iterations, float start) {
 // The set's table; matvec_int8 is the VNNI loop when the CPU has AVX-512 VNNI, else the plain one.
 inline Kernels kernels(bool vnni) {
     return {.name = "avx512", .isa = "AVX-512 F/BW/VL/DQ + FMA + F16C",
-            .matvec = matvec, .matmul = matmul, .dot_rows = dot_rows, .add_rows = add_rows,
+            .matvec = matvec_all, .matmul = matmul_all, .dot_rows = dot_rows, .add_rows = add_rows,
             .dequantize_rows = dequantize_rows, .softmax = softmax, .silu_mul = silu_mul,
             .attention_scores = attention_scores, .attention_mix = attention_mix,
             .row_max = row_max, .exp_shift = exp_shift,
-            .matvec_int8 = vnni ? matvec_int8 : portable::matvec_int8, .int8_dot = vnni ? "avx512-vnni" : "portable",
+            .matvec_int8 = vnni ? matvec_int8_all : portable::matvec_int8, .int8_dot = vnni ? "avx512-vnni" : "portable",
             .read_sum = read_sum, .fma_chains = fma_chains, .fma_lanes = 16};
 }
 

@@ -1,7 +1,7 @@
 /// \file
 /// \brief glass/fast/kernels_neon.hpp — the kernel set for AArch64 (NEON: 4 fp32 lanes per
-/// 128-bit register): the matrix products here, attention, e^x and the set's table in
-/// kernels_neon_attention.hpp.
+/// 128-bit register): the matrix products here (the k-quant panels' in
+/// kernels_neon_kquants.hpp), attention, e^x and the set's table in kernels_neon_attention.hpp.
 /// ```text
 /// The same meaning as kernels_portable.hpp, function for function; tests/neon/ checks each
 /// against those plain loops (cross-compiled, under qemu-aarch64). NEON (Advanced SIMD) is part
@@ -371,9 +371,12 @@ inline void matmul_tokens(int count, const float* x, int m, const float* w, int 
 
 // xp: the n tokens packed by pack_tokens (token_tiles.hpp) with cols = w.cols. `scratch` holds
 // kChunk × 32 floats (one per thread). A token tile of m ≤ 12 is cut into ⌈m/5⌉ nearly equal
-// register tiles, each run over both 16-row halves of the panel.
-inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
-                   bool accumulate, float* scratch) {
+// register tiles, each run over both 16-row halves of the panel. `unpack(w, p, k0, kc, chunk)`
+// widens a chunk of a panel that is not fp32 (unpack_chunk; the k-quants' in
+// kernels_neon_kquants.hpp).
+template <class Unpack>
+inline void matmul_with(Unpack unpack, const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0,
+                        int p1, bool accumulate, float* scratch) {
     for (int p = p0; p < p1; ++p) {
         const int valid = w.rows - p * kPanel;
         for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
@@ -382,7 +385,7 @@ inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long
             if (w.type == WeightType::fp32)  // already fp32: used in place
                 chunk = reinterpret_cast<const float*>(w.panel(p)) + std::int64_t{k0} * kPanel;
             else
-                unpack_chunk(w, p, k0, kc, scratch);
+                unpack(w, p, k0, kc, scratch);
             const bool add = accumulate || k0 > 0;  // after the first chunk, add to what it left
             for (int i = 0; i < token_tiles(n); ++i) {
                 const TokenTile tile = token_tile(n, i);
@@ -397,6 +400,10 @@ inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long
             }
         }
     }
+}
+inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
+                   bool accumulate, float* scratch) {
+    matmul_with(unpack_chunk, w, xp, n, y, ldy, p0, p1, accumulate, scratch);
 }
 
 }  // namespace glass::fast::neon

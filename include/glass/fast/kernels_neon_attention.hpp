@@ -17,7 +17,8 @@
 #include <cstdint>
 
 #include "glass/fast/kernel_table.hpp"
-#include "glass/fast/kernels_neon.hpp"  // load_n, store_n, matvec, matmul, GLASS_NEON_DOT
+#include "glass/fast/kernels_neon.hpp"  // load_n, store_n, GLASS_NEON_DOT
+#include "glass/fast/kernels_neon_kquants.hpp"  // matvec_all, matmul_all, matvec_int8_all
 #include "glass/fast/kernels_portable.hpp"
 
 namespace glass::fast::neon {
@@ -256,14 +257,14 @@ inline float fma_chains(std::int64_t iterations, float start) {
 inline Kernels kernels(bool dotprod) {
 #if !defined(GLASS_NEON_DOT)
     dotprod = false;  // this compiler built no sdot kernel
-    const auto matvec_int8 = portable::matvec_int8;
+    const auto matvec_int8_all = portable::matvec_int8;
 #endif
     return {.name = "neon", .isa = "AArch64 NEON (+ dotprod for int8 activations)",
-            .matvec = matvec, .matmul = matmul, .dot_rows = dot_rows, .add_rows = add_rows,
+            .matvec = matvec_all, .matmul = matmul_all, .dot_rows = dot_rows, .add_rows = add_rows,
             .dequantize_rows = dequantize_rows, .softmax = softmax, .silu_mul = silu_mul,
             .attention_scores = attention_scores, .attention_mix = attention_mix,
             .row_max = row_max, .exp_shift = exp_shift,
-            .matvec_int8 = dotprod ? matvec_int8 : portable::matvec_int8, .int8_dot = dotprod ? "neon-dot" : "portable",
+            .matvec_int8 = dotprod ? matvec_int8_all : portable::matvec_int8, .int8_dot = dotprod ? "neon-dot" : "portable",
             .read_sum = read_sum, .fma_chains = fma_chains, .fma_lanes = 4};
 }
 

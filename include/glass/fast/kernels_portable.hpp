@@ -27,11 +27,43 @@ inline void matvec(const PackedMatrix& w, const float* x, float* y, int p0, int 
     }
 }
 
+// Row r of a k-quant matrix (packed_kquants.hpp) times x in int8 blocks of 32: per 16 inputs,
+// the integer sums Σ q·qx and Σ qx, then S·Σ q·qx − M·Σ qx, times the block's dx.
+inline float k_row_dot_int8(const PackedMatrix& w, int r, const Int8Vector& x) {
+    const KQuantLayout& L = k_layout(w.type);
+    const int lane = r % kPanel;
+    float sum = 0;
+    for (int s = 0; s < w.super_blocks(); ++s) {
+        const std::uint8_t* super = w.super_block(r / kPanel, s);
+        for (int j = 0; j < kSuperBlock / kSubBlock; ++j) {
+            const int b = s * (kSuperBlock / kSubBlock) + j;  // x's block of 32 = this sub-block
+            float block = 0;
+            for (int h = 0; h < 2; ++h) {
+                std::int32_t qqx = 0, qx = 0;
+                for (int kk = 16 * h; kk < 16 * h + 16; ++kk) {
+                    const int xk = x.q[b * kQuantBlock + kk];
+                    qqx += kq_integer(L, super + L.sub_offset(j), kk, lane) * xk;
+                    qx += xk;
+                }
+                const KScaleMin sm = kq_scale_min(L, super, j, h, lane);
+                block += sm.scale * static_cast<float>(qqx) - sm.min * static_cast<float>(qx);
+            }
+            sum += x.scales[b] * block;
+        }
+    }
+    return sum;
+}
+
 // y[r] (+)= Σ_b d_{r,b} · dx_b · Σ_{k in b} q_{r,k} · qx_k (Q8_0 / Q4_0, x in int8 blocks):
-// quantize.hpp's quantized_dot_int8 on the packed layout.
+// quantize.hpp's quantized_dot_int8 on the packed layout; the k-quants as k_row_dot_int8.
 inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1, bool accumulate) {
     const int r1 = std::min(w.rows, p1 * kPanel);
     for (int r = p0 * kPanel; r < r1; ++r) {
+        if (is_k_quant(w.type)) {
+            const float sum = k_row_dot_int8(w, r, x);
+            y[r] = accumulate ? y[r] + sum : sum;
+            continue;
+        }
         float sum = 0;
         for (int b = 0; b < w.q8_blocks(); ++b) {
             const int k0 = b * kQuantBlock, k1 = std::min(w.cols, k0 + kQuantBlock);

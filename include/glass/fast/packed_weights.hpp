@@ -2,7 +2,8 @@
 /// \brief glass/fast/packed_weights.hpp — weights reordered (and optionally shrunk) once, for speed.
 /// ```text
 /// In:  one fp32 weight matrix W [rows = out, cols = in] as stored in the checkpoint.
-/// Out: the same numbers in "panels" of 32 rows, in fp32, fp16, bf16, Q8_0 (int8) or Q4_0 (int4).
+/// Out: the same numbers in "panels" of 32 rows, in fp32, fp16, bf16, Q8_0 (int8) or Q4_0 (int4),
+///      or a GGUF's own Q4_K / Q5_K / Q6_K blocks (packed_kquants.hpp: q4_k, q5_k, q6_k).
 ///
 /// Panel layout. Rows r = 32p .. 32p+31 form panel p, stored column by column:
 ///     panel p = [cols][32]      element (r, k) at  p·cols·32 + k·32 + (r mod 32)
@@ -35,7 +36,7 @@
 ///
 /// From a file's own blocks (pack_stored_matrix): a GGUF Q8_0 or Q4_0 matrix packed as q8 or q4
 /// keeps its integers and fp16 scales bit for bit, only moved into the panel layout; F16 and
-/// BF16 into fp16 and bf16 are copies too. Any other pairing widens 32 rows at a time to fp32
+/// BF16 into fp16 and bf16 are copies too, and Q4_K/Q5_K/Q6_K into q4_k/q5_k/q6_k. Any other pairing widens 32 rows at a time to fp32
 /// and packs those (quantizing when the panel type asks for it), so no whole fp32 copy exists.
 /// ```
 #pragma once
@@ -48,13 +49,18 @@
 
 #include "glass/checkpoint.hpp"
 #include "glass/errors.hpp"
+#include "glass/fast/packed_kquants.hpp"
 #include "glass/formats/gguf_model.hpp"
 #include "glass/half.hpp"
 #include "glass/quantize.hpp"
 
 namespace glass::fast {
 
-enum class WeightType { fp32, fp16, bf16, q8_0, q4_0 };
+/// The panel types. q4_k, q5_k and q6_k hold a GGUF file's k-quant blocks (packed_kquants.hpp).
+/// `stored` is not a panel type but a choice: each matrix in the panel type of its own file
+/// type (weight_type_of_stored), so a Q4_K_M file keeps its Q4_K, Q6_K and Q8_0 matrices as
+/// they are; a matrix with no file bytes (a llama2.c checkpoint) is fp32.
+enum class WeightType { fp32, fp16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, stored };
 
 inline const char* to_string(WeightType t) {
     switch (t) {
@@ -63,6 +69,10 @@ inline const char* to_string(WeightType t) {
         case WeightType::bf16: return "bf16";
         case WeightType::q8_0: return "q8";
         case WeightType::q4_0: return "q4";
+        case WeightType::q4_k: return "q4_k";
+        case WeightType::q5_k: return "q5_k";
+        case WeightType::q6_k: return "q6_k";
+        case WeightType::stored: return "stored";
     }
     return "?";
 }
@@ -72,11 +82,26 @@ inline WeightType weight_type_from_string(const std::string& s) {
     if (s == "bf16") return WeightType::bf16;
     if (s == "q8" || s == "q8_0") return WeightType::q8_0;
     if (s == "q4" || s == "q4_0") return WeightType::q4_0;
-    fail("unknown weight precision '", s, "' (fp32, fp16, bf16, q8, q4)");
+    if (s == "q4_k") return WeightType::q4_k;
+    if (s == "q5_k") return WeightType::q5_k;
+    if (s == "q6_k") return WeightType::q6_k;
+    if (s == "stored") return WeightType::stored;
+    fail("unknown weight precision '", s, "' (fp32, fp16, bf16, q8, q4, q4_k, q5_k, q6_k, stored)");
 }
 
 /// q8_0 / q4_0 are quantize.hpp's formats (QuantFormat) in the panel layout.
 inline bool is_quantized(WeightType t) { return t == WeightType::q8_0 || t == WeightType::q4_0; }
+/// q4_k / q5_k / q6_k: a file's k-quant super-blocks in panels (packed_kquants.hpp).
+inline bool is_k_quant(WeightType t) { return t == WeightType::q4_k || t == WeightType::q5_k || t == WeightType::q6_k; }
+/// The types whose integers matvec_int8 multiplies by int8 activations.
+inline bool has_integer_weights(WeightType t) { return is_quantized(t) || is_k_quant(t); }
+inline const KQuantLayout& k_layout(WeightType t) {
+    if (!is_k_quant(t)) fail("weight precision ", to_string(t), " is not a k-quant");
+    return t == WeightType::q4_k ? kQ4KLayout : t == WeightType::q5_k ? kQ5KLayout : kQ6KLayout;
+}
+inline GgmlType ggml_type_of(WeightType t) {
+    return t == WeightType::q4_k ? GgmlType::q4_k : t == WeightType::q5_k ? GgmlType::q5_k : GgmlType::q6_k;
+}
 inline QuantFormat quant_format_of(WeightType t) {
     if (!is_quantized(t)) fail("weight precision ", to_string(t), " is not a quantization format");
     return t == WeightType::q8_0 ? QuantFormat::q8_0 : QuantFormat::q4_0;
@@ -122,9 +147,16 @@ struct PackedMatrix {
             case WeightType::bf16: return std::int64_t{cols} * kPanel * 2;
             case WeightType::q8_0: return std::int64_t{q8_blocks()} * kQ8BlockBytes;
             case WeightType::q4_0: return std::int64_t{q8_blocks()} * kQ4BlockBytes;
+            case WeightType::q4_k:
+            case WeightType::q5_k:
+            case WeightType::q6_k: return std::int64_t{super_blocks()} * k_layout(type).super_bytes();
+            case WeightType::stored: break;
         }
         return 0;
     }
+    int super_blocks() const { return cols / kSuperBlock; }  // k-quants: cols is a multiple of 256
+    // k-quants: super-block s of panel p.
+    const std::uint8_t* super_block(int p, int s) const { return panel(p) + std::int64_t{s} * k_layout(type).super_bytes(); }
     std::int64_t bytes() const { return panel_bytes() * panels(); }
     const unsigned char* panel(int p) const { return data + panel_bytes() * p; }
 
@@ -161,6 +193,10 @@ struct PackedMatrix {
             }
             case WeightType::q8_0:
             case WeightType::q4_0: return scale(r, k / kQuantBlock) * static_cast<float>(q(r, k));
+            case WeightType::q4_k:
+            case WeightType::q5_k:
+            case WeightType::q6_k: return kq_weight(k_layout(type), super_block(r / kPanel, k / kSuperBlock), lane, k % kSuperBlock);
+            case WeightType::stored: break;
         }
         return 0;
     }
@@ -182,8 +218,28 @@ inline NextChunk next_chunk(const PackedMatrix& w, int p, int p1, int k0, int kc
             long{std::min(chunk_inputs, w.cols - nk)} * kPanel * 4};
 }
 
+// A [rows, cols] matrix can be packed as `type`: k-quant rows are whole super-blocks, and
+// `stored` names a choice made per matrix (panel_type_of), not a layout.
+inline void check_packable(int cols, WeightType type) {
+    if (type == WeightType::stored) fail("weight precision 'stored' is chosen per matrix (panel_type_of), not packed as such");
+    if (is_k_quant(type) && cols % kSuperBlock != 0)
+        fail(to_string(type), " panels need rows of whole ", kSuperBlock, "-input super-blocks; this matrix has ", cols,
+             " inputs (q8 or q4 take any width)");
+}
+
+// Row r of a k-quant matrix, given as a file stores it (`g`'s super-blocks), into its lane of
+// m's panel.
+inline void pack_k_row(const PackedMatrix& m, int r, GgmlType g, const std::uint8_t* row) {
+    const KQuantLayout& L = k_layout(m.type);
+    const int block_bytes = ggml_block_of(g).bytes;
+    for (int s = 0; s < m.super_blocks(); ++s)
+        put_k_integers(L, read_k_integers(g, row + std::int64_t{s} * block_bytes), r % kPanel,
+                       const_cast<std::uint8_t*>(m.super_block(r / kPanel, s)));
+}
+
 // Bytes pack_matrix will write for a [rows, cols] matrix of this type.
 inline std::int64_t packed_bytes(int rows, int cols, WeightType type) {
+    check_packable(cols, type);
     PackedMatrix m;
     m.rows = rows;
     m.cols = cols;
@@ -195,11 +251,23 @@ inline std::int64_t packed_bytes(int rows, int cols, WeightType type) {
 // and returns the view. Runs once per matrix when a session is built.
 inline PackedMatrix pack_matrix(const float* w, int rows, int cols, WeightType type,
                                 unsigned char* dest) {
+    check_packable(cols, type);
     PackedMatrix m;
     m.rows = rows;
     m.cols = cols;
     m.type = type;
     m.data = dest;
+    if (is_k_quant(type)) {
+        // Each row quantized to the file format (ggml_quants.hpp's writers), then placed as a
+        // file's row would be: the fast path holds what a GGUF of this type would hold.
+        const GgmlType g = ggml_type_of(type);
+        std::vector<char> row(static_cast<size_t>(ggml_bytes(static_cast<std::uint32_t>(g), cols)));
+        for (int r = 0; r < rows; ++r) {
+            ggml_from_float(static_cast<std::uint32_t>(g), w + std::int64_t{r} * cols, cols, row.data());
+            pack_k_row(m, r, g, reinterpret_cast<const std::uint8_t*>(row.data()));
+        }
+        return m;
+    }
     if (is_quantized(type)) {
         // The reference's integers and scales (quantize.hpp), copied into the panel layout.
         const bool q8 = type == WeightType::q8_0;
@@ -256,18 +324,37 @@ inline WeightType weight_type_of_stored(std::uint32_t ggml_type) {
         // No panels of their own yet: the legacy and k-quant blocks are widened 32 rows at a
         // time and re-quantized to q8 (≈ 0.4 % of a weight's range added, far under their own
         // 4-6-bit error; --precision fp32 keeps the file's values exactly).
-        case GgmlType::q4_1: case GgmlType::q5_0: case GgmlType::q5_1:
-        case GgmlType::q4_k: case GgmlType::q5_k: case GgmlType::q6_k: return WeightType::q8_0;
+        case GgmlType::q4_k: return WeightType::q4_k;
+        case GgmlType::q5_k: return WeightType::q5_k;
+        case GgmlType::q6_k: return WeightType::q6_k;
+        // No panels of their own yet: the legacy blocks (Q4_1, Q5_0, Q5_1: in a Q4_K_M file, the
+        // few matrices whose rows are not whole super-blocks) are widened 32 rows at a time and
+        // re-quantized to q8 (≈ 0.4 % of a weight's range added, far under their own 4-5-bit
+        // error; --precision fp32 keeps the file's values exactly).
+        case GgmlType::q4_1: case GgmlType::q5_0: case GgmlType::q5_1: return WeightType::q8_0;
         default: fail("stored type ", ggml_type_name(ggml_type), " has no fast-path panel type");
     }
 }
 
-// The fast path's weight type for a model when none is asked for: the type its file stores the
-// matrices in (the first layer's gate projection, as the bulk goes), fp32 for a llama2.c
-// checkpoint.
+// The panel type one matrix gets when `asked` is the precision: `asked` itself, or for
+// `stored` the type its file bytes map to (fp32 when there are none).
+inline WeightType panel_type_of(const StoredMatrix& s, WeightType asked) {
+    if (asked != WeightType::stored) return asked;
+    return s.bytes == nullptr ? WeightType::fp32 : weight_type_of_stored(s.type);
+}
+
+// The fast path's weight type for a model when none is asked for: the panel type of the type its
+// file stores the matrices in; `stored` when those differ between matrices (a Q4_K_M file);
+// fp32 for a llama2.c checkpoint.
 inline WeightType stored_weight_type(const Model& m) {
     if (m.layers.empty() || m.layers[0].stored.w1.bytes == nullptr) return WeightType::fp32;
-    return weight_type_of_stored(m.layers[0].stored.w1.type);
+    const WeightType first = weight_type_of_stored(m.layers[0].stored.w1.type);
+    // A file of mixed types (Q4_K_M: Q4_K, Q6_K, maybe Q8_0 or Q5_0): each matrix as stored.
+    auto same = [&](const StoredMatrix& s) { return s.bytes == nullptr || weight_type_of_stored(s.type) == first; };
+    for (const LayerWeights& l : m.layers)
+        for (const StoredMatrix* s : {&l.stored.wq, &l.stored.wk, &l.stored.wv, &l.stored.wo, &l.stored.w1, &l.stored.w2, &l.stored.w3})
+            if (!same(*s)) return WeightType::stored;
+    return same(m.stored_classifier) ? first : WeightType::stored;
 }
 
 // Writes the stored matrix `s` [rows, cols] into `dest` (packed_bytes() bytes, zeroed
@@ -298,6 +385,11 @@ inline PackedMatrix pack_stored_matrix(const StoredMatrix& s, int rows, int cols
                 std::memcpy(out + (r % kPanel) * 2, in, 2);
                 for (int g = 0; g < kQuantBlock / 4; ++g) std::memcpy(out + kPanel * 2 + q8_offset(4 * g, r % kPanel), in + 2 + 4 * g, 4);
             }
+        return m;
+    }
+    if (is_k_quant(type) && s.type == static_cast<std::uint32_t>(ggml_type_of(type))) {
+        check_packable(cols, type);
+        for (int r = 0; r < rows; ++r) pack_k_row(m, r, ggml_type_of(type), row(r));  // integers moved, not converted
         return m;
     }
     if (stored_is(GgmlType::q4_0) && type == WeightType::q4_0) {
