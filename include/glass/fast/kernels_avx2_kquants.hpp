@@ -146,14 +146,7 @@ GLASS_AVX2 inline void k_piece_dot(const std::uint8_t* sub, const float* x0, int
 template <int E>
 GLASS_AVX2 inline void matvec_k_layout(const PackedMatrix& w, const float* x, float* y, int p0, int p1, bool accumulate) {
     constexpr int piece = kPiece<E>, pieces = kSubBlock / piece;  // per sub-block
-    // Σ x over each piece: the M term's factor, the same for every row.
-    static thread_local std::vector<float> x_sums;
-    x_sums.resize(static_cast<size_t>(w.cols / piece));
-    for (int i = 0; i < w.cols / piece; ++i) {
-        float s = 0;
-        for (int k = piece * i; k < piece * i + piece; ++k) s += x[k];
-        x_sums[size_t(i)] = s;
-    }
+    const float* x_sums = piece_sums<float>(x, w.cols, piece);  // Σ x over each piece
     for (int p = p0; p < p1; ++p) {
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int s = 0; s < w.super_blocks(); ++s) {
@@ -166,7 +159,7 @@ GLASS_AVX2 inline void matvec_k_layout(const PackedMatrix& w, const float* x, fl
                 for (int h = 0; h < pieces; ++h) {
                     __m256 qx[4];
                     k_piece_dot<E>(sub, x + k0, h, qx);
-                    const __m256 xs = _mm256_set1_ps(x_sums[size_t(k0 / piece + h)]);
+                    const __m256 xs = _mm256_set1_ps(x_sums[k0 / piece + h]);
 #pragma GCC unroll 4
                     for (int q = 0; q < 4; ++q) {
                         const KScale sm = k_scale<E>(k, sub, h, q);
@@ -228,13 +221,7 @@ template <bool kVnni, int E>
 GLASS_AVX2 inline void matvec_int8_k_layout(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
                                             bool accumulate) {
     constexpr int piece = kPiece<E>, pieces = kSubBlock / piece;  // per sub-block
-    static thread_local std::vector<std::int32_t> x_sums;      // Σ qx over each piece
-    x_sums.resize(static_cast<size_t>(w.cols / piece));
-    for (int i = 0; i < w.cols / piece; ++i) {
-        std::int32_t sum = 0;
-        for (int k = piece * i; k < piece * i + piece; ++k) sum += x.q[k];
-        x_sums[size_t(i)] = sum;
-    }
+    const std::int32_t* x_sums = piece_sums<std::int32_t>(x.q, w.cols, piece);  // Σ qx over each piece
     for (int p = p0; p < p1; ++p) {
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int s = 0; s < w.super_blocks(); ++s) {
@@ -247,7 +234,7 @@ GLASS_AVX2 inline void matvec_int8_k_layout(const PackedMatrix& w, const Int8Vec
                 for (int h = 0; h < pieces; ++h) {
                     __m256i isum[4];
                     k_piece_dot_int8<kVnni, E>(sub, x.q + b * kQuantBlock, h, isum);
-                    const std::int32_t sx = x_sums[size_t(b * pieces + h)];
+                    const std::int32_t sx = x_sums[b * pieces + h];
                     const __m256 dx = _mm256_set1_ps(x.scales[b]), xs = _mm256_set1_ps(x.scales[b] * static_cast<float>(sx));
                     const __m256i offset = _mm256_set1_epi32(32 * sx);  // Q6_K's M = 32·S, in the integers
 #pragma GCC unroll 4

@@ -145,14 +145,7 @@ GLASS_AVX512 inline void k_piece_dot(const std::uint8_t* sub, const float* x0, i
 template <int E>
 GLASS_AVX512 inline void matvec_k_layout(const PackedMatrix& w, const float* x, float* y, int p0, int p1, bool accumulate) {
     constexpr int piece = kPiece<E>, pieces = kSubBlock / piece;  // per sub-block
-    // Σ x over each piece: the M term's factor, the same for every row.
-    static thread_local std::vector<float> x_sums;
-    x_sums.resize(static_cast<size_t>(w.cols / piece));
-    for (int i = 0; i < w.cols / piece; ++i) {
-        float s = 0;
-        for (int k = piece * i; k < piece * i + piece; ++k) s += x[k];
-        x_sums[size_t(i)] = s;
-    }
+    const float* x_sums = piece_sums<float>(x, w.cols, piece);  // Σ x over each piece
     for (int p = p0; p < p1; ++p) {
         __m512 acc_lo = _mm512_setzero_ps(), acc_hi = _mm512_setzero_ps();
         for (int s = 0; s < w.super_blocks(); ++s) {
@@ -166,7 +159,7 @@ GLASS_AVX512 inline void matvec_k_layout(const PackedMatrix& w, const float* x, 
                     __m512 qx_lo, qx_hi;
                     k_piece_dot<E>(sub, x + k0, h, qx_lo, qx_hi);
                     const KScales sm = k_scales<E>(k, sub, h);
-                    const __m512 xs = _mm512_set1_ps(x_sums[size_t(k0 / piece + h)]);
+                    const __m512 xs = _mm512_set1_ps(x_sums[k0 / piece + h]);
                     acc_lo = _mm512_fnmadd_ps(sm.m_lo, xs, _mm512_fmadd_ps(sm.s_lo, qx_lo, acc_lo));
                     acc_hi = _mm512_fnmadd_ps(sm.m_hi, xs, _mm512_fmadd_ps(sm.s_hi, qx_hi, acc_hi));
                 }
@@ -208,13 +201,7 @@ template <int E>
 GLASS_AVX512_VNNI inline void matvec_int8_k_layout(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
                                                    bool accumulate) {
     constexpr int piece = kPiece<E>, pieces = kSubBlock / piece;
-    static thread_local std::vector<std::int32_t> x_sums;  // Σ qx over each piece
-    x_sums.resize(static_cast<size_t>(w.cols / piece));
-    for (int i = 0; i < w.cols / piece; ++i) {
-        std::int32_t sum = 0;
-        for (int k = piece * i; k < piece * i + piece; ++k) sum += x.q[k];
-        x_sums[size_t(i)] = sum;
-    }
+    const std::int32_t* x_sums = piece_sums<std::int32_t>(x.q, w.cols, piece);  // Σ qx over each piece
     for (int p = p0; p < p1; ++p) {
         __m512 acc_lo = _mm512_setzero_ps(), acc_hi = _mm512_setzero_ps();
         for (int s = 0; s < w.super_blocks(); ++s) {
@@ -228,7 +215,7 @@ GLASS_AVX512_VNNI inline void matvec_int8_k_layout(const PackedMatrix& w, const 
                 for (int h = 0; h < pieces; ++h) {
                     __m512i lo, hi;
                     k_piece_dot_int8<E>(sub, x.q + b * kQuantBlock, h, lo, hi);
-                    const std::int32_t sx = x_sums[size_t(b * pieces + h)];
+                    const std::int32_t sx = x_sums[b * pieces + h];
                     const KScales sm = k_scales<E>(k, sub, h);
                     if constexpr (E == 2) {  // Σ q·qx − 32·Σ qx, exact in int32
                         const __m512i offset = _mm512_set1_epi32(32 * sx);

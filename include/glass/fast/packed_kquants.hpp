@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "glass/errors.hpp"
 #include "glass/ggml_quants.hpp"
@@ -166,6 +167,22 @@ inline float kq_weight(const KQuantLayout& L, const std::uint8_t* super, int lan
     const KScaleMin sm = kq_scale_min(L, super, j, kk / 16, lane);
     if (!L.has_min) return sm.scale * static_cast<float>(q - 32);
     return sm.scale * static_cast<float>(q) - sm.min;
+}
+
+/// Σ x over each run of `piece` inputs of x[0..cols) (cols a multiple of piece): the M term's
+/// factor, the same for every row of a product, so the kernels compute it once per call. Kept
+/// in a per-thread buffer that only grows: decode allocates nothing once it has seen the widest
+/// row. `Sum`: float for fp32 x, std::int32_t for int8 x (exact).
+template <class Sum, class X>
+inline const Sum* piece_sums(const X* x, int cols, int piece) {
+    static thread_local std::vector<Sum> sums;
+    sums.resize(static_cast<size_t>(cols / piece));
+    for (int i = 0; i < cols / piece; ++i) {
+        Sum s = 0;
+        for (int k = piece * i; k < piece * (i + 1); ++k) s += x[k];
+        sums[static_cast<size_t>(i)] = s;
+    }
+    return sums.data();
 }
 
 }  // namespace glass::fast
