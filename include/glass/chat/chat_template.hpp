@@ -35,11 +35,11 @@ namespace glass::chat {
 
 struct ChatInputs {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    std::optional<nlohmann::ordered_json> tools;                      // nullopt: `tools` is undefined in the template
+    std::optional<nlohmann::ordered_json> tools{};                    // nullopt: `tools` is undefined in the template
     bool add_generation_prompt = true;
-    std::string bos_token, eos_token;
+    std::string bos_token{}, eos_token{};
     nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // more variables: enable_thinking, date_string, ...
-    std::optional<std::int64_t> now_unix_seconds;                     // strftime_now's clock; nullopt = the real clock (UTC)
+    std::optional<std::int64_t> now_unix_seconds{};                   // strftime_now's clock; nullopt = the real clock (UTC)
 };
 
 class ChatTemplate {
@@ -68,16 +68,17 @@ public:
         return render_variables(variables, in.now_unix_seconds);
     }
 
-    /// Any variables (an object); throws TemplateRaised, TemplateError.
+    /// Any variables (an object, or null for none); throws TemplateRaised, TemplateError.
     std::string render_variables(const nlohmann::ordered_json& variables, std::optional<std::int64_t> now_unix_seconds = {}) const {
-        if (!variables.is_object()) throw TemplateError("template variables must be a JSON object", 0, name_);
+        if (!variables.is_object() && !variables.is_null()) throw TemplateError("template variables must be a JSON object", 0, name_);
         try {
             // 1. Scopes: the globals, then the caller's variables (the template's own sets land here too).
             auto globals = std::make_shared<jinja::Scope>();
             for (auto& [name, value] : jinja::global_functions()) globals->variables[name] = value;
             auto scope = std::make_shared<jinja::Scope>();
             scope->parent = globals;
-            for (const auto& [key, value] : variables.items()) scope->variables[key] = jinja::from_json(value);
+            if (variables.is_object())
+                for (const auto& [key, value] : variables.items()) scope->variables[key] = jinja::from_json(value);
             // 2. The statements, in order, into the prompt.
             jinja::RenderState state;
             state.now_unix_seconds = now_unix_seconds;

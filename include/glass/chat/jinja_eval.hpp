@@ -306,7 +306,19 @@ inline Value apply_filter_chain(RenderState& state, const Expr& chain, Value tex
     return apply_filter(state, chain.name, text, eval_args(state, chain, 1, scope));
 }
 
+Flow exec_statement_at_line(RenderState& state, const Stmt& s, const std::shared_ptr<Scope>& scope, std::string& out);
+
+/// One statement; an error raised without a line (deep inside a value: printing, tojson) gets the statement's.
 inline Flow exec_statement(RenderState& state, const Stmt& s, const std::shared_ptr<Scope>& scope, std::string& out) {
+    try {
+        return exec_statement_at_line(state, s, scope, out);
+    } catch (const TemplateError& e) {
+        if (e.line() != 0) throw;
+        throw TemplateError(e.message(), s.line);
+    }
+}
+
+inline Flow exec_statement_at_line(RenderState& state, const Stmt& s, const std::shared_ptr<Scope>& scope, std::string& out) {
     DepthCount depth(state.eval_depth, state.limits.max_eval_depth, "evaluation", s.line);
     switch (s.kind) {
         case Stmt::Kind::text: append_output(state, out, s.text, s.line); break;

@@ -252,7 +252,7 @@ private:
         }
         s.kind = Stmt::Kind::set_block;
         if (!s.target_attribute.empty() || s.targets.size() != 1) fail("a block set assigns one name");
-        if (is_op("|")) s.expr = parse_filters(nullptr, true);
+        if (is_op("|")) s.expr = parse_filters(nullptr, false);
         end_tag();
         s.body = parse_body({"endset"});
         close("endset");
@@ -595,7 +595,7 @@ private:
             start_inline = false;
             ExprPtr f = node(Expr::Kind::filter, current().line);
             f->name = expect_name();
-            while (skip_if(TokenKind::op, ".")) f->name += "." + expect_name();
+            while (skip_if(TokenKind::op, ".")) { f->name += '.'; f->name += expect_name(); }
             f->children.push_back(std::move(input));
             if (is_op("(")) parse_call_args(*f);
             input = std::move(f);
@@ -608,7 +608,7 @@ private:
         const bool negated = skip_if(TokenKind::name, "not");
         ExprPtr t = node(Expr::Kind::test, line);
         t->name = expect_name();
-        while (skip_if(TokenKind::op, ".")) t->name += "." + expect_name();
+        while (skip_if(TokenKind::op, ".")) { t->name += '.'; t->name += expect_name(); }
         t->children.push_back(std::move(input));
         const bool argument_follows = is(TokenKind::name) || is(TokenKind::string) || is(TokenKind::integer) ||
                                       is(TokenKind::floating) || is_op("[") || is_op("{");

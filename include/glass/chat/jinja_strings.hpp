@@ -225,6 +225,25 @@ inline char32_t to_title(char32_t c) { return c > 0x10FFFF ? c : static_cast<cha
 
 enum class CaseMapping { upper, lower, title, capitalize, swapcase };
 
+/// The few letters whose Python case mapping is more than one code point (SpecialCasing.txt):
+/// "ß".upper() == "SS", "ﬁ".upper() == "FI", "İ".lower() == "i̇". nullptr when none applies.
+inline const char* special_case(char32_t c, bool upper, bool title) {
+    if (upper || title) {
+        switch (c) {
+            case 0xDF: return title ? "Ss" : "SS";
+            case 0x149: return title ? "\xCA\xBCN" : "\xCA\xBCN";
+            case 0xFB00: return title ? "Ff" : "FF";
+            case 0xFB01: return title ? "Fi" : "FI";
+            case 0xFB02: return title ? "Fl" : "FL";
+            case 0xFB03: return title ? "Ffi" : "FFI";
+            case 0xFB04: return title ? "Ffl" : "FFL";
+            case 0xFB05: case 0xFB06: return title ? "St" : "ST";
+            default: return nullptr;
+        }
+    }
+    return c == 0x130 ? "i\xCC\x87" : nullptr;
+}
+
 /// str.upper / lower / title / capitalize / swapcase. Stray bytes are copied through.
 inline std::string python_case(std::string_view s, CaseMapping mapping) {
     std::string out;
@@ -234,6 +253,16 @@ inline std::string python_case(std::string_view s, CaseMapping mapping) {
     for (size_t at = 0; at < s.size();) {
         const size_t n = decode_code_point(s, at, c);
         if (n == 1 && c >= 0x80) { out += s[at]; at += n; first = false; previous_cased = false; continue; }
+        const bool wants_upper = mapping == CaseMapping::upper || (mapping == CaseMapping::swapcase && is_lower_letter(c));
+        const bool wants_title = (mapping == CaseMapping::capitalize && first) || (mapping == CaseMapping::title && !previous_cased);
+        const bool wants_lower = !wants_upper && !wants_title && mapping != CaseMapping::swapcase;
+        if (const char* special = special_case(c, wants_upper, wants_title); special && (wants_upper || wants_title || wants_lower)) {
+            out += special;
+            if (mapping == CaseMapping::title) previous_cased = is_cased(c);
+            at += n;
+            first = false;
+            continue;
+        }
         char32_t mapped = c;
         switch (mapping) {
             case CaseMapping::upper: mapped = to_upper(c); break;
