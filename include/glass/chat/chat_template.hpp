@@ -12,7 +12,8 @@
 ///   jinja_value.hpp    the values it computes with (Python's: None, True, 1.0, [...], {...})
 ///   jinja_ops.hpp      operators, attribute and item lookup, iteration, the render's limits
 ///   jinja_methods.hpp  str / dict / list methods ("a b".split(), d.items())
-///   jinja_filters.hpp  filters (|tojson, |trim, ...), tests (is defined, ...), globals
+///   jinja_filters.hpp  filters (|tojson, |trim, ...)
+///   jinja_builtins.hpp tests (is defined, ...) and globals (range, namespace, raise_exception, ...)
 ///   jinja_eval.hpp     tree + variables -> text
 /// ChatTemplate parses once (constructor) and renders many times (render is const).
 ///

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "glass/chat/jinja_filters.hpp"
+#include "glass/chat/jinja_builtins.hpp"
 #include "glass/chat/jinja_parser.hpp"
 
 namespace glass::chat::jinja {
