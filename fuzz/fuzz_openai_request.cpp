@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, size_t size) {
     using namespace glass::serve::openai;
-    static const ServedModel model{"stories260K", 512, 512, 0};
+    static const ServedModel model{"stories260K", 512, 512, 0, {}};
     const std::string body(reinterpret_cast<const char*>(data), size);
     for (bool chat : {false, true}) {
         try {

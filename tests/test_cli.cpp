@@ -457,7 +457,7 @@ TEST_CASE("cli: tokenize needs exactly one TEXT") {
 
 namespace {
 
-const std::vector<std::string> kCommands = {"generate", "chat", "tokenize", "explain", "bench", "random-model", "export-gguf", "loadgen"};
+const std::vector<std::string> kCommands = {"generate", "chat", "chat-template", "tokenize", "explain", "bench", "random-model", "export-gguf", "loadgen"};
 
 // Every flag a usage text (or a README command line) mentions: "-x" or "--word" after a space or
 // an opening bracket, parenthesis or bar.

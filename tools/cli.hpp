@@ -167,6 +167,7 @@ int cmd_serve(int argc, char** argv);        // tools/cmd_serve.cpp
 int cmd_loadgen(int argc, char** argv);      // tools/cmd_loadgen.cpp
 int cmd_chat(int argc, char** argv);          // tools/cmd_chat.cpp
 int cmd_inspect(int argc, char** argv);       // tools/cmd_inspect.cpp
+int cmd_chat_template(int argc, char** argv); // tools/cmd_chat_template.cpp
 
 // The context window a model file runs with: --context N (16 to the model's own), else the
 // model's own capped at kDefaultContext (llama.cpp's default as well), with a note on stderr.

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "chat_setup.hpp"
 #include "cli.hpp"
 #include "explain.hpp"
 #include "glass/glass.hpp"
@@ -245,7 +246,9 @@ void print_text(const Explanation& e, const TextFilter& filter) {
     const StepRecord& prefill = e.steps.front();
     std::printf("\n[1 tokenization] text -> %zu piece%s -> ids (%s)\n  position     id  piece\n",
                 prefill.input_ids.size(), prefill.input_ids.size() == 1 ? "" : "s",
-                e.bos_added ? "BOS first" : "no BOS: this model adds none");
+                !e.chat_template.empty() ? ("the chat template's text, special tokens recognised; from " + e.chat_template).c_str()
+                : e.bos_added            ? "BOS first"
+                                         : "no BOS: this model adds none");
     for (size_t p = 0; p < prefill.input_ids.size(); ++p)
         std::printf("  %8zu %6d  %s\n", p, e.tokens[p].id, quoted(e.tokens[p].piece).c_str());
 
@@ -351,6 +354,7 @@ nlohmann::json to_json(const Explanation& e) {
                        {"n_kv_heads", e.n_kv_heads}, {"head_dim", e.head_dim}, {"vocab_size", e.vocab_size},
                        {"seq_len", e.seq_len}}},
             {"prompt", e.prompt},
+            {"chat_template", e.chat_template.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.chat_template)},
             {"decode_steps", e.decode_steps_requested},
             {"sampling", {{"temperature", as_decimal(e.temperature)}, {"top_p", as_decimal(e.top_p)},
                           {"top_k", e.top_k}, {"min_p", as_decimal(e.min_p)}, {"seed", e.seed}}},
@@ -368,7 +372,8 @@ int cmd_explain(int argc, char** argv) {
     Flags flags("explain", {{"-m", true}, {"-t", true}, {"-p", true}, {"-n", true}, {"--json", false},
                             {"--html", true}, {"--temperature", true}, {"--top-p", true}, {"--top-k", true},
                             {"--min-p", true}, {"--seed", true}, {"--layer", true}, {"--head", true},
-                            {"--brief", false}, {"--context", true}});
+                            {"--brief", false}, {"--context", true}, {"--chat", false}, {"--chat-template", true},
+                            {"--system", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
@@ -417,8 +422,27 @@ int cmd_explain(int argc, char** argv) {
         glass::fail("--head ", filter.head, ": the model has ", c.n_heads, " query heads per layer (0..",
                     c.n_heads - 1, ")");
 
-    e.bos_added = tok.adds_bos();
-    const std::vector<int> prompt_ids = tok.encode(e.prompt, e.bos_added, /*add_eos=*/false);
+    // --chat: -p is a user message; the prompt is the model's chat template around it (the text
+    // the model reads, special tokens recognised, BOS only if the template writes it).
+    if (!flags.has("--chat") && (flags.has("--chat-template") || flags.has("--system")))
+        throw UsageError("--chat-template and --system go with --chat");
+    if (flags.has("--chat")) {
+        const std::optional<glass::chat::ModelChatTemplate> t = chat_template_from_flags(flags, e.model_path, tok);
+        if (!t)
+            glass::fail("--chat: model '", e.model_path, "' carries no chat template; give one with --chat-template FILE");
+        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+        if (flags.has("--system")) messages.push_back({{"role", "system"}, {"content", flags.get("--system", "")}});
+        messages.push_back({{"role", "user"}, {"content", e.prompt}});
+        e.prompt = glass::chat::ChatTemplate(t->source, "chat template " + t->origin)
+                       .render({.messages = messages, .tools = std::nullopt, .add_generation_prompt = true,
+                                .bos_token = t->bos_token, .eos_token = t->eos_token,
+                                .extra = nlohmann::ordered_json::object(), .now_unix_seconds = std::nullopt});
+        e.chat_template = t->origin;
+    }
+    e.bos_added = e.chat_template.empty() && tok.adds_bos();
+    const std::vector<int> prompt_ids = e.chat_template.empty() ? tok.encode(e.prompt, e.bos_added, /*add_eos=*/false)
+                                                                : glass::chat::chat_prompt_ids(tok, e.prompt);
+    if (prompt_ids.empty()) glass::fail("the prompt is empty (no tokens)");
     const int n_prompt = static_cast<int>(prompt_ids.size());
     if (static_cast<std::int64_t>(n_prompt) + decode_steps > c.seq_len)
         glass::fail("prompt of ", n_prompt, " tokens plus ", decode_steps, " decode steps needs ",

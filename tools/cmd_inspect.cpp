@@ -185,7 +185,8 @@ int cmd_inspect(int argc, char** argv) {
         return 0;
     }
     std::printf("%s: %s, architecture %s\n\nconfig (value, from):\n", path.c_str(), glass::to_string(kind), architecture.c_str());
-    for (const auto& [name, value] : config_json(c).items()) {
+    const nlohmann::json config = config_json(c);  // items() of a temporary would dangle in the loop
+    for (const auto& [name, value] : config.items()) {
         const auto it = sources.find(name);
         std::printf("  %-22s %-16s %s\n", name.c_str(), value.dump().c_str(), it == sources.end() ? "" : it->second.c_str());
     }

@@ -43,6 +43,7 @@
 #include <thread>
 
 #include "cli.hpp"
+#include "chat_setup.hpp"
 #include "serve_setup.hpp"
 #include "glass/glass.hpp"
 #include "glass/serve/engine_thread.hpp"
@@ -260,7 +261,8 @@ int cmd_serve(int argc, char** argv) {
                           {"--backend", true}, {"--threads", true}, {"--max-queue", true}, {"--block-size", true},
                           {"--budget", true}, {"--no-prefix-cache", false}, {"--no-chunked-prefill", false},
                           {"--shutdown-timeout", true}, {"--shape", true}, {"--context", true},
-                          {"--draft", true}, {"--draft-k", true}, {"--precision", true}, {"--kv", true}});
+                          {"--draft", true}, {"--draft-k", true}, {"--precision", true}, {"--kv", true},
+                          {"--chat-template", true}});
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     const std::string host = flags.get("--host", "127.0.0.1");
@@ -328,11 +330,15 @@ int cmd_serve(int argc, char** argv) {
     glass::serve::EngineThread engine(*backend, tok, eo, max_queue);
 
     Shared s{{std::filesystem::path(model_path).stem().string(), engine.request_positions(), model.config.vocab_size,
-              static_cast<std::int64_t>(std::time(nullptr))},
+              static_cast<std::int64_t>(std::time(nullptr)), {}},
              tok,
              engine,
              flags.get("--api-key", ""),
              static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count())};
+
+    // A chat's messages become the prompt through the model's chat template (or --chat-template
+    // FILE); a model without one (llama2.c, --shape) keeps the plain layout (openai_chat.hpp).
+    s.model.chat = chat_format_from_flags(flags, flags.has("--shape") ? "" : model_path, tok);
 
     httplib::Server svr;
     // Every request in flight holds its connection's thread while it waits or streams: room for
@@ -412,12 +418,13 @@ int cmd_serve(int argc, char** argv) {
     if (bound < 0) glass::fail("cannot listen on ", host, ":", port, " (address in use, or not an address of this machine?)");
     std::fprintf(stderr,
                  "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d, %s | "
-                 "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s\n",
+                 "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s | chat template %s\n",
                  s.model.name.c_str(), model.config.dim, model.config.n_layers, model.config.vocab_size, model.config.seq_len,
                  backend_name.c_str(), backend_name == "fast" ? (", " + std::to_string(threads) + " threads, " + precision).c_str() : "",
                  engine.num_blocks(), eo.block_size, glass::to_string(fo.kv), eo.prefix_caching ? "on" : "off",
                  eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue,
-                 eo.draft_k > 0 ? (" | draft " + flags.get("--draft", "") + ", k " + std::to_string(eo.draft_k)).c_str() : "");
+                 eo.draft_k > 0 ? (" | draft " + flags.get("--draft", "") + ", k " + std::to_string(eo.draft_k)).c_str() : "",
+                 s.model.chat.chat_template ? "the model's" : "none (plain layout)");
     std::printf("listening on http://%s:%d\n", host.c_str(), bound);
     std::fflush(stdout);
 

@@ -91,6 +91,7 @@ struct Explanation {
     int dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, seq_len;
     int decode_steps_requested;
     bool bos_added;  // whether the tokenizer put BOS before the prompt (the model says: Tokenizer::adds_bos)
+    std::string chat_template;  // --chat: where the template came from ("" = -p is the prompt as given)
     float temperature, top_p, min_p;
     int top_k;
     std::uint64_t seed;

@@ -4,8 +4,9 @@
 //                  [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
 //                  [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda] ...
 //                  [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
-//   glass chat [-m MODEL] [-t TOKENIZER] [--system TEXT] [--max-new-tokens N]
+//   glass chat [-m MODEL] [-t TOKENIZER] [--chat-template FILE] [--system TEXT] [--max-new-tokens N]
 //              [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--json]
+//   glass chat-template [-m MODEL] [--template FILE] --messages FILE.json [--tools FILE.json] ...
 //   glass tokenize [-t TOKENIZER] [--bos] [--eos] [--json] SOURCE    SOURCE: [--] TEXT | -f FILE | -
 //   glass tokenize --tiktoken FILE [--pattern r50k|cl100k|o200k] [--json] SOURCE
 //                  (also --gpt2 encoder.json vocab.bpe, --hf tokenizer.json, --gguf FILE.gguf)
@@ -72,21 +73,26 @@ const Command kCommands[] = {
      "      smaller llama2.c checkpoint with the same vocabulary. --json adds draft_proposed,\n"
      "      draft_accepted, acceptance_rate and target_passes.\n"},
     {"chat", cli::cmd_chat,
-     "  glass chat [-m MODEL] [-t TOKENIZER] [--system TEXT] [--max-new-tokens N]\n"
-     "             [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--json]\n"
+     "  glass chat [-m MODEL] [-t TOKENIZER] [--chat-template FILE] [--set NAME=JSON]...\n"
+     "             [--system TEXT] [--max-new-tokens N] [--temperature T] [--top-p P]\n"
+     "             [--top-k K] [--min-p P] [--seed S] [--json] [--context N]\n"
      "      A conversation read from stdin, one user turn per line (pipe a file, or type; an\n"
-     "      empty line is skipped, end of input ends the chat). Every turn re-sends the whole\n"
-     "      history as one prompt and prefills it from scratch (no prefix caching yet), so the\n"
-     "      prompt and its TTFT grow turn by turn (C16). The history is plain text:\n"
+     "      empty line is skipped, end of input ends the chat). Every turn renders the whole\n"
+     "      conversation as one prompt. A model with a chat template (GGUF, tokenizer_config.json;\n"
+     "      --chat-template FILE overrides; --set passes variables such as enable_thinking=false)\n"
+     "      gets its own layout (the chat-template command prints it); the reply ends at the\n"
+     "      model's end-of-turn ids; the KV cache of the earlier turns is kept, so only the new tokens\n"
+     "      are prefilled (\"cached_tokens\" in --json). A model without one (llama2.c) gets plain\n"
+     "      text, prefilled from scratch every turn, so the prompt and its TTFT grow (C16):\n"
      "          SYSTEM\\n                     (only with --system)\n"
      "          User: TURN 1\\n\n"
      "          Assistant: REPLY 1\\n\n"
      "          User: TURN 2\\n\n"
      "          Assistant:                   <- the model continues from here\n"
-     "      A reply ends at a newline, at BOS/EOS, or after --max-new-tokens (default 64).\n"
-     "      The shipped stories260K is a story model, not a chat model: it answers with\n"
-     "      stories. Replies stream to stdout, one line per turn; each turn's prompt tokens and\n"
-     "      TTFT go to stderr, or with --json as one JSON object per turn on stdout after the\n"
+     "      and a reply ends at a newline or BOS/EOS. Either way at most --max-new-tokens\n"
+     "      (default 64). The shipped stories260K is a story model, not a chat model: it answers\n"
+     "      with stories. Replies stream to stdout, one line per turn; each turn's prompt tokens\n"
+     "      and TTFT go to stderr, or with --json as one JSON object per turn on stdout after the\n"
      "      reply's line. Sampling as generate (temperature 1, top-p 0.9, --temperature 0 is\n"
      "      greedy); turn k samples with seed S + k - 1.\n"},
     {"tokenize", cli::cmd_tokenize,
@@ -104,8 +110,10 @@ const Command kCommands[] = {
      "      --hf: it is the special token.\n"},
     {"explain", cli::cmd_explain,
      "  glass explain [-m MODEL] [-t TOKENIZER] -p PROMPT [-n N] [--layer L] [--head H]\n"
-     "                [--brief] [--json] [--html FILE]\n"
+     "                [--brief] [--json] [--html FILE] [--chat [--system TEXT] [--chat-template FILE]]\n"
      "                [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
+     "      --chat: PROMPT is a user message, laid out by the model's chat template (or FILE):\n"
+     "      the rendered text and its tokens, special tokens and all, are what is explained.\n"
      "      The journey of one request, labelled with the README's stage numbers:\n"
      "      [1 tokenization] pieces and ids; [2 embedding] embedding rows; [6 prefill] and\n"
      "      [8 decode step N]: each layer's residual norms and each head's most-attended\n"
@@ -157,7 +165,7 @@ const Command kCommands[] = {
      "              [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored]\n"
      "              [--kv fp32|int8] [--max-queue N] [--block-size B] [--budget T] [--no-prefix-cache]\n"
      "              [--no-chunked-prefill] [--shutdown-timeout S]\n"
-     "              [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]\n"
+     "              [--draft layers:N|ngram[:N]|MODEL [--draft-k K]] [--chat-template FILE]\n"
      "      An OpenAI-compatible HTTP server on the batching engine: POST /v1/completions and\n"
      "      /v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
      "      GET /health. Concurrent requests share the engine's steps. Defaults: the shipped\n"
@@ -167,7 +175,9 @@ const Command kCommands[] = {
      "      flight at most; the next gets 503. --block-size, --budget and --kv as serve-bench.\n"
      "      SIGINT/SIGTERM: new requests get 503, those in flight get --shutdown-timeout S\n"
      "      seconds (10) to finish, the rest are cancelled; exit 0. One log line per request\n"
-     "      on stderr. The chat template: include/glass/serve/openai_api.hpp. --shape NAME\n"
+     "      on stderr. Chats go through the model's own chat template (GGUF, tokenizer_config.json;\n"
+     "      --chat-template FILE overrides; \"tools\" and \"chat_template_kwargs\" are passed to\n"
+     "      it); a model without one uses a plain layout (include/glass/serve/openai_chat.hpp). --shape NAME\n"
      "      serves random weights of that shape (as serve-bench; for glass loadgen); its\n"
      "      vocabulary is not tok512's, so token i reads \" i\": send prompts as token ids.\n"
      "      --draft: speculative decoding inside the engine, as generate's (drafted tokens count\n"
@@ -184,6 +194,20 @@ const Command kCommands[] = {
      "      time, generated tokens/s, requests/s, latency p50/p99 and, with --stream, TTFT and\n"
      "      TPOT p50/p99. --json adds one JSON object as the last line (fields: the top of\n"
      "      tools/cmd_loadgen.cpp). Exit status 1 when any request failed.\n"},
+    {"chat-template", cli::cmd_chat_template,
+     "  glass chat-template [-m MODEL] [--template FILE] --messages FILE.json [--tools FILE.json]\n"
+     "                      [--generation-prompt | --no-generation-prompt] [--bos-token S]\n"
+     "                      [--eos-token S] [--set NAME=JSON]... [--now ISO-8601] [--ids]\n"
+     "      Prints the conversation exactly as the model reads it, nothing added: the model's own\n"
+     "      chat template (GGUF tokenizer.chat_template, a folder's chat_template.jinja or\n"
+     "      tokenizer_config.json) or --template FILE (with -m: the model's BOS/EOS texts),\n"
+     "      rendered as Hugging Face renders it.\n"
+     "      --messages -: standard input. Variables: messages, tools (only with --tools),\n"
+     "      add_generation_prompt (default on), bos_token / eos_token (the model's; the flags\n"
+     "      override), each --set NAME=JSON (enable_thinking=false), strftime_now at --now\n"
+     "      (default the clock, UTC). --ids (with -m): the prompt's token ids instead, special\n"
+     "      tokens recognised, no BOS added (the template writes it). Exit 1 when the template\n"
+     "      refuses the conversation (raise_exception; its message on stderr).\n"},
     {"inspect", cli::cmd_inspect,
      "  glass inspect MODEL [--json]\n"
      "      What a model holds, from its headers (a .gguf, a Hugging Face folder or a llama2.c\n"

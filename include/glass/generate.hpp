@@ -48,6 +48,10 @@ struct GenerateOptions {
     bool stop_on_eos = true;
     bool logprobs = false;           ///< record each generated token's log-probability
     int top_logprobs = 0;            ///< 0..20: also the this-many most likely tokens per step (implies logprobs)
+    /// The session's KV cache already holds the first this-many prompt positions (a chat's
+    /// earlier turns, glass chat): the cache is rewound to them and only the rest is prefilled.
+    /// 0: the session starts afresh.
+    int cached_prompt_tokens = 0;
 };
 
 /// The most alternatives a step can report (OpenAI's limit for top_logprobs).
@@ -207,6 +211,12 @@ inline void check_generate_request(const Session& session, const Tokenizer& toke
         fail("tokenizer has ", tokenizer.vocab_size(), " pieces but the model's vocabulary has ",
              config.vocab_size);
     if (prompt_ids.empty()) fail("a prompt needs at least one token");
+    // At least the last prompt position is computed: its logits choose the first token.
+    if (options.cached_prompt_tokens < 0 || options.cached_prompt_tokens >= static_cast<int>(prompt_ids.size()) ||
+        options.cached_prompt_tokens > session.position())
+        fail("cached prompt tokens must be in [0, ", std::min<std::int64_t>(session.position(), prompt_ids.size() - 1),
+             "] (the session caches ", session.position(), " positions, the prompt has ", prompt_ids.size(), "), got ",
+             options.cached_prompt_tokens);
     if (static_cast<std::int64_t>(prompt_ids.size()) > config.seq_len)
         fail("prompt of ", prompt_ids.size(), " tokens is longer than the context window of ", config.seq_len);
 }
@@ -241,8 +251,11 @@ inline GenerateResult generate_from_ids(Session& session, const Tokenizer& token
     TokenOutput output(tokenizer, options, r.prompt_ids.back());
     const bool want_logprobs = options.logprobs || options.top_logprobs > 0;
 
-    session.reset();
-    std::span<const float> logits = session.prefill(r.prompt_ids);  // [vocab], the last prompt position
+    const int cached = options.cached_prompt_tokens;  // positions whose K/V the session kept
+    if (cached > 0) session.rewind(cached);
+    else session.reset();
+    // [vocab], the last prompt position
+    std::span<const float> logits = session.prefill(std::span<const int>(r.prompt_ids).subspan(static_cast<size_t>(cached)));
     while (true) {
         const int next = sample(logits, options.sampling, rng);
         m.token_ms.push_back(ms_since_start());  // the first one is TTFT
@@ -256,6 +269,7 @@ inline GenerateResult generate_from_ids(Session& session, const Tokenizer& token
     r.text = output.text();
     r.stop_reason = output.stop_reason();
     finish_metrics(m, n_prompt);
+    m.prefill_tokens_per_s = m.ttft_ms > 0 ? 1000.0 * (n_prompt - cached) / m.ttft_ms : 0.0;  // the computed ones
     return r;
 }
 

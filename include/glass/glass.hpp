@@ -3,7 +3,7 @@
 /// ```text
 /// Include this one header to get all of glass. The list below is also a reading order: the
 /// journey's stages at the top level of include/glass/, and beside them the families a stage
-/// grows into (tokenize/, formats/, serve/, fast/).
+/// grows into (tokenize/, formats/, chat/, serve/, fast/).
 /// ```
 #pragma once
 
@@ -39,6 +39,20 @@
 #include "glass/formats/hf_model.hpp"      // a model from a Hugging Face folder: config.json + safetensors
 #include "glass/formats/model_files.hpp"   // -m MODEL: llama2.c, GGUF; the model's own tokenizer
 #include "glass/formats/bpe_train_file.hpp"
+
+// 1'. A conversation -> the text an instruct model reads: its own Jinja chat template (chat/).
+#include "glass/chat/template_errors.hpp"
+#include "glass/chat/jinja_lexer.hpp"
+#include "glass/chat/jinja_parser.hpp"
+#include "glass/chat/jinja_value.hpp"
+#include "glass/chat/jinja_strings.hpp"
+#include "glass/chat/jinja_ops.hpp"
+#include "glass/chat/jinja_methods.hpp"
+#include "glass/chat/jinja_filters.hpp"
+#include "glass/chat/jinja_builtins.hpp"
+#include "glass/chat/jinja_eval.hpp"
+#include "glass/chat/chat_template.hpp"
+#include "glass/chat/model_template.hpp"   // where a model keeps its template; the prompt's ids
 
 // 2.-6. The forward pass, stage by stage, then assembled.
 #include "glass/embedding.hpp"      // 2. ids -> vectors
@@ -76,6 +90,8 @@
 #include "glass/serve/measure.hpp"
 #include "glass/serve/metrics.hpp"
 #include "glass/serve/engine_thread.hpp"
+#include "glass/serve/api_error.hpp"
+#include "glass/serve/openai_chat.hpp"
 #include "glass/serve/openai_api.hpp"
 #include "glass/serve/openai_response.hpp"
 

@@ -296,6 +296,8 @@ inline SpeculativeResult generate_speculative_from_ids(
     const auto ms_since_start = [t0] { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
     if (spec.k < 1 || spec.k > 16) fail("draft k (tokens drafted per round) must be in [1, 16], got ", spec.k);
     check_generate_request(target, tokenizer, options, prompt_ids);
+    if (options.cached_prompt_tokens != 0)
+        fail("speculative decoding starts its sessions afresh: cached prompt tokens must be 0, got ", options.cached_prompt_tokens);
 
     SpeculativeResult out{new_result(target, std::move(prompt_ids)), {}};
     GenerateResult& r = out.result;

@@ -292,7 +292,7 @@ inline void exec_set(RenderState& state, const Stmt& s, const std::shared_ptr<Sc
     target->ns->set(s.target_attribute, value);
 }
 
-/// {% call(params) macro(args) %}body{% endcall %}: macro(args, caller=<the body as a macro>).
+/// `{% call(params) macro(args) %}body{% endcall %}`: macro(args, caller = the body as a macro).
 inline Value exec_call_block(RenderState& state, const Stmt& s, const std::shared_ptr<Scope>& scope) {
     const Value caller = make_macro(state, s, "caller", scope);
     CallArgs args = eval_args(state, *s.expr, 1, scope);

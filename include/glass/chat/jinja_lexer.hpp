@@ -66,7 +66,7 @@ struct Lexer {
     }
 };
 
-/// \r\n and \r become \n; one trailing newline is dropped.
+/// `\r\n` and `\r` become `\n`; one trailing newline is dropped.
 inline std::string normalize_newlines(std::string_view text) {
     std::string out;
     for (size_t i = 0; i < text.size(); ++i) {
@@ -117,7 +117,8 @@ inline void lex_comment(Lexer& lx) {
     lx.fail("missing end of comment tag");
 }
 
-/// The text of a string literal with Python's escapes decoded (\n \t \\ \' \" \xNN \uNNNN ...).
+/// The text of a string literal with Python's escapes decoded (a backslash before n, t, a quote,
+/// a backslash, xNN, uNNNN, ...).
 inline std::string decode_string_literal(const Lexer& lx, std::string_view body) {
     std::string out;
     for (size_t i = 0; i < body.size(); ++i) {

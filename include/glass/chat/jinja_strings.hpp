@@ -150,7 +150,7 @@ inline std::vector<std::string> python_rsplit(std::string_view s, const std::str
     return {reversed_pieces.rbegin(), reversed_pieces.rend()};
 }
 
-/// str.splitlines(): every line boundary Python knows (\n, \r\n, \r, \v, \f, \x1c-\x1e, U+0085,
+/// str.splitlines(): every line boundary Python knows (`\n`, `\r\n`, `\r`, `\v`, `\f`, `\x1c`-`\x1e`, U+0085,
 /// U+2028, U+2029), boundaries dropped.
 inline std::vector<std::string> python_splitlines(std::string_view s) {
     std::vector<std::string> lines;
@@ -305,8 +305,8 @@ inline bool python_is(std::string_view s, CharClass which) {
 
 // ---- repr and HTML escaping --------------------------------------------------------------------
 
-/// Python's repr(str): single quotes unless the text has ' and no ", escapes for \\ \n \r \t, the
-/// quote, and \xNN / \uNNNN / \UNNNNNNNN for code points Python does not print.
+/// Python's repr(str): single quotes unless the text has ' and no ", escapes for `\\ \n \r \t`, the
+/// quote, and `\xNN` / `\uNNNN` / `\UNNNNNNNN` for code points Python does not print.
 inline std::string python_string_repr(std::string_view s) {
     const bool use_double = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos;
     const char quote = use_double ? '"' : '\'';

@@ -312,7 +312,7 @@ inline Value from_json(const nlohmann::ordered_json& j, int depth = 0) {
     }
 }
 
-/// json.dumps's string: \" \\ \n \r \t \b \f, other control characters as \u00XX, the rest
+/// json.dumps's string: `\" \\ \n \r \t \b \f`, other control characters as `\u00XX`, the rest
 /// (non-ASCII included: ensure_ascii=False) as is.
 inline std::string json_quote(std::string_view s, bool ensure_ascii) {
     std::string out = "\"";

@@ -17,6 +17,8 @@
 /// ```
 #pragma once
 
+#include <cctype>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,7 +131,21 @@ inline std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
         for (size_t id = 0; id < tokens.size() && id < v.scores.size(); ++id)
             if (types[id] == kControl || types[id] == kUnknown || types[id] == kUnused)
                 v.scores[id] = std::numeric_limits<float>::quiet_NaN();
+        // Text that spells a control or user-defined token ("<s>", Gemma's <start_of_turn>,
+        // Phi-3's <|end|>) becomes that token in encode_with_specials: a chat template's prompt.
+        // GGUF keeps no strip flags; llama.cpp sets them by model name (llama-vocab.cpp), and so
+        // does glass: Phi-3's special tokens swallow the whitespace after them (but <unk>, <s>,
+        // <|endoftext|>), as its Hugging Face tokenizer's rstrip flags say.
+        std::string model_name = f.get_string("general.name", "");
+        for (char& c : model_name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        const bool phi3 = model_name.find("phi-3") != std::string::npos || model_name.find("phi3") != std::string::npos;
+        for (size_t id = 0; id < tokens.size(); ++id)
+            if (types[id] == kControl || types[id] == kUserDefined || types[id] == kUnknown || types[id] == kUnused) {
+                const bool rstrip = phi3 && tokens[id] != "<unk>" && tokens[id] != "<s>" && tokens[id] != "<|endoftext|>";
+                v.specials.push_back({.text = tokens[id], .id = static_cast<int>(id), .lstrip = false, .rstrip = rstrip});
+            }
         v.add_dummy_prefix = f.get_bool("tokenizer.ggml.add_space_prefix", true);
+        v.dummy_prefix_after_specials = true;  // llama.cpp's SentencePiece tokenizer
         v.unk_id = id_or("tokenizer.ggml.unknown_token_id", 0);
         v.bos_id = id_or("tokenizer.ggml.bos_token_id", 1);
         v.eos_id = id_or("tokenizer.ggml.eos_token_id", 2);

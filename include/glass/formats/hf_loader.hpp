@@ -115,10 +115,10 @@ inline std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
         std::vector<int> special_ids;
         for (const json& a : added) {
             const std::string content = a.at("content").get<std::string>();
-            if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
-                fail(where, ": added token '", content, "' uses lstrip/rstrip/single_word (not supported)");
+            if (a.value("single_word", false))
+                fail(where, ": added token '", content, "' uses single_word (not supported)");
             const int id = json_token_id(a.at("id"), id_limit, where, "added token '" + content.substr(0, 40) + "'");
-            specials.push_back({content, id});
+            specials.push_back({content, id, a.value("lstrip", false), a.value("rstrip", false)});
             special_ids.push_back(id);
         }
         // BOS/EOS: tokenizer_config.json beside the file names them, if it is there.

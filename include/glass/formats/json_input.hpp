@@ -62,6 +62,17 @@ inline nlohmann::json parse_untrusted_json(const std::string& text, const std::s
     }
 }
 
+/// The same, keeping each object's keys in the order they were written: a chat template's
+/// tojson prints a tool's parameters in that order, as Python's json.dumps does.
+inline nlohmann::ordered_json parse_untrusted_ordered_json(const std::string& text, const std::string& where) {
+    check_json_depth(text, where);
+    try {
+        return nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        fail(where, " is not valid JSON: ", e.what());
+    }
+}
+
 /// A short description of a JSON value for an error message, without recursion: scalars as
 /// written (strings cut after 40 bytes), containers by type and size: `an array of 3 elements`.
 inline std::string describe_json(const nlohmann::json& j) {

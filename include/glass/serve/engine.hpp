@@ -126,6 +126,9 @@ public:
         if (options.max_new_tokens < 0) fail("max new tokens must be >= 0, got ", options.max_new_tokens);
         if (options.top_logprobs < 0 || options.top_logprobs > kMaxTopLogprobs)
             fail("top logprobs must be in [0, ", kMaxTopLogprobs, "], got ", options.top_logprobs);
+        if (options.cached_prompt_tokens != 0)
+            fail("cached prompt tokens are a single session's (glass chat); the engine finds cached blocks itself, got ",
+                 options.cached_prompt_tokens);
         if (prompt_ids.empty()) fail("a request needs at least one prompt token");
         for (int id : prompt_ids)
             if (id < 0 || id >= config().vocab_size)

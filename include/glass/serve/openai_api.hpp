@@ -21,17 +21,8 @@
 /// Defaults as OpenAI's: temperature 1, top_p 1, a new seed per request, max_tokens 16 for a
 /// completion (or what is left of the context), the rest of the context for a chat.
 ///
-/// The chat template. The shipped stories260K is a story model, trained on no chat format; the
-/// messages become the plain text that `glass chat` uses (tools/cmd_chat.cpp):
-///
-///   system or developer   CONTENT\n
-///   user                  User: CONTENT\n
-///   assistant             Assistant:CONTENT\n     (a reply keeps the leading space it came with)
-///   at the end            Assistant:               the model continues from here
-///
-/// and "\n" is always a stop string: one reply, one line (the template's end of turn). A client
-/// that sends the reply back renders its next prompt as the last prompt + reply + "\n" + the new
-/// turn, so the full KV blocks of the earlier turn come from the prefix cache.
+/// The chat: the messages become the prompt through the model's own chat template, or a plain
+/// layout for models without one (openai_chat.hpp).
 ///
 /// Errors have OpenAI's shape, {"error": {"message", "type", "param", "code"}}: 400 for malformed
 /// JSON, an unknown parameter, a value of the wrong type or out of range, n > 1, a prompt longer
@@ -52,24 +43,14 @@
 
 #include "glass/formats/json_input.hpp"
 #include "glass/generate.hpp"
+#include "glass/serve/api_error.hpp"
 #include "glass/serve/engine.hpp"
+#include "glass/serve/openai_chat.hpp"
 #include "glass/tokenizer.hpp"
 
 namespace glass::serve::openai {
 
 using json = nlohmann::json;
-
-/// A request the server refuses: the HTTP status and OpenAI's error fields.
-struct ApiError : std::runtime_error {
-    ApiError(int status, const std::string& message, std::string param = "", std::string code = "",
-             std::string type = "invalid_request_error")
-        : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)),
-          type(std::move(type)) {}
-    int status;
-    std::string param;  ///< the request field at fault ("" = none)
-    std::string code;   ///< a short machine-readable reason ("" = none)
-    std::string type;   ///< "invalid_request_error", "server_error", ...
-};
 
 /// JSON text for any value, invalid UTF-8 replaced (text from a model may hold any bytes).
 inline std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -92,6 +73,7 @@ struct ServedModel {
     int context = 0;
     int vocab_size = 0;
     std::int64_t created = 0;  ///< Unix time
+    ChatFormat chat;           ///< how a chat's messages become the prompt (openai_chat.hpp)
 };
 
 /// One request, parsed and checked: what the engine needs, and how to answer.
@@ -154,50 +136,7 @@ inline bool boolean(const json& v, const std::string& name) {
     return v.get<bool>();
 }
 
-// A message's content: a string, null, or a list of {"type": "text", "text": ...} parts.
-inline std::string message_content(const json& v, const std::string& name) {
-    if (v.is_null()) return "";
-    if (v.is_string()) return v.get<std::string>();
-    if (v.is_array()) {
-        std::string text;
-        for (size_t i = 0; i < v.size(); ++i) {
-            const json& part = v[i];
-            const std::string at = name + "[" + std::to_string(i) + "]";
-            if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string())
-                throw invalid(at, at + " must be {\"type\": \"text\", \"text\": STRING} (only text parts), got " + shown(part));
-            text += part["text"].get<std::string>();
-        }
-        return text;
-    }
-    throw invalid(name, name + " must be a string or a list of text parts, got " + shown(v));
-}
-
 }  // namespace detail
-
-/// The chat template (see the top of this file): the messages, rendered as the text the model continues.
-inline std::string render_chat(const json& messages) {
-    if (!messages.is_array() || messages.empty())
-        throw detail::invalid("messages", "messages must be a non-empty list of {\"role\", \"content\"}, got " +
-                                              detail::shown(messages));
-    std::string text;
-    for (size_t i = 0; i < messages.size(); ++i) {
-        const json& m = messages[i];
-        const std::string at = "messages[" + std::to_string(i) + "]";
-        if (!m.is_object()) throw detail::invalid(at, at + " must be an object {\"role\", \"content\"}, got " + detail::shown(m));
-        for (const auto& [key, value] : m.items())
-            if (key != "role" && key != "content" && key != "name")
-                throw detail::invalid(at + "." + key, "unknown field '" + key + "' in " + at);
-        const json role = m.value("role", json());
-        const std::string content = detail::message_content(m.value("content", json()), at + ".content");
-        if (role == "system" || role == "developer") text += content + "\n";
-        else if (role == "user") text += "User: " + content + "\n";
-        else if (role == "assistant") text += "Assistant:" + content + "\n";
-        else
-            throw detail::invalid(at + ".role", at + ".role must be system, developer, user or assistant, got " +
-                                                    detail::shown(role));
-    }
-    return text + "Assistant:";
-}
 
 /// Parses and checks one request body (JSON text) for POST /v1/completions (`chat` false) or
 /// POST /v1/chat/completions (`chat` true). `seed` is used when the request gives none.
@@ -225,11 +164,13 @@ inline CompletionRequest parse_request(const std::string& body, bool chat, const
         "user", "presence_penalty", "frequency_penalty", "top_k", "min_p", "ignore_eos"};
     for (const auto& [key, value] : j.items()) {
         const bool known = common.count(key) > 0 || key == "logprobs" ||
-                           (chat ? key == "messages" || key == "max_completion_tokens" || key == "top_logprobs" : key == "prompt");
+                           (chat ? key == "messages" || key == "max_completion_tokens" || key == "top_logprobs" ||
+                                       key == "tools" || key == "chat_template_kwargs"
+                                 : key == "prompt");
         if (!known)
             throw ApiError(400, "unknown parameter '" + key + "' (this server takes: model, " +
                                     (chat ? "messages" : "prompt") + ", max_tokens, temperature, top_p, seed, stop, stream, "
-                                    "stream_options, n, user, " + (chat ? "logprobs, top_logprobs" : "logprobs") +
+                                    "stream_options, n, user, " + (chat ? "logprobs, top_logprobs, tools, chat_template_kwargs" : "logprobs") +
                                     ", top_k, min_p, ignore_eos)",
                            key, "unknown_parameter");
     }
@@ -308,9 +249,11 @@ inline CompletionRequest parse_request(const std::string& body, bool chat, const
     // The prompt, as token ids.
     const std::string prompt_param = chat ? "messages" : "prompt";
     if (chat) {
-        if (!given("messages")) throw detail::invalid("messages", "messages is required");
-        r.prompt = render_chat(j["messages"]);
-        o.stop_strings.insert(o.stop_strings.begin(), "\n");  // the template's end of turn
+        // The messages (and tools) keep the order of their keys: a template prints them so.
+        ChatPrompt p = render_chat_request(model.chat, nlohmann::ordered_json::parse(body), tokenizer);
+        r.prompt = std::move(p.text);
+        r.prompt_ids = std::move(p.ids);
+        o.stop_strings.insert(o.stop_strings.begin(), p.stop_strings.begin(), p.stop_strings.end());
     } else {
         if (!given("prompt")) throw detail::invalid("prompt", "prompt is required");
         const json& p = j["prompt"];
@@ -332,7 +275,10 @@ inline CompletionRequest parse_request(const std::string& body, bool chat, const
                                                 detail::shown(p));
         }
     }
-    if (r.prompt_ids.empty()) r.prompt_ids = tokenizer.encode(r.prompt, /*add_bos=*/true, /*add_eos=*/false);
+    if (!chat && r.prompt_ids.empty()) r.prompt_ids = tokenizer.encode(r.prompt, /*add_bos=*/true, /*add_eos=*/false);
+    if (r.prompt_ids.empty())
+        throw detail::invalid(prompt_param, chat ? "the chat template rendered these messages as no text at all"
+                                                 : "the prompt is empty (no tokens; this model adds no BOS)");
 
     // Room in the context: prompt + generated tokens must fit the positions a request may use.
     const int n_prompt = static_cast<int>(r.prompt_ids.size());

@@ -69,6 +69,9 @@ struct SentencePieceVocab {
     std::vector<SpecialToken> specials;       // matched only by encode_with_specials
     std::string space_mark = "\xE2\x96\x81";  // "▁"; " " for llama2.c files
     bool add_dummy_prefix = true;
+    // encode_with_specials: Hugging Face puts the dummy prefix before the text's first stretch
+    // only; llama.cpp (GGUF files) before every stretch that follows a special token too.
+    bool dummy_prefix_after_specials = false;
     bool byte_fallback = true;                // use <0xNN> pieces for characters not in the vocab
     int unk_id = 0, bos_id = 1, eos_id = 2;   // -1: none
     bool add_bos = true;                      // a prompt starts with BOS
@@ -118,7 +121,7 @@ public:
 
     std::vector<int> encode_with_specials(std::string_view text) const override {
         std::vector<int> ids;
-        bool at_start = true;  // the dummy prefix goes before the first stretch only
+        bool at_start = true;  // whether the next stretch gets the dummy prefix
         specials_.split(
             text,
             [&](std::string_view ordinary) {
@@ -126,7 +129,10 @@ public:
                 encode_ordinary(ordinary, at_start, ids);
                 at_start = false;
             },
-            [&](int id) { ids.push_back(id); at_start = false; });
+            [&](int id) {
+                ids.push_back(id);
+                at_start = v_.dummy_prefix_after_specials;
+            });
         return ids;
     }
 

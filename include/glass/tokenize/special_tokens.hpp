@@ -7,7 +7,10 @@
 /// Only encode_with_specials uses this (Hugging Face's encode; a chat template). Plain encode()
 /// treats such text as ordinary characters, so user text can never smuggle in a control token.
 /// Rule (Hugging Face's added-token matcher): scanning left to right, at each position the
-/// LONGEST special token that starts there wins; the scan resumes after it.
+/// LONGEST special token that starts there wins; the scan resumes after it. A token marked
+/// lstrip / rstrip also swallows the whitespace on its left / right (Hugging Face's added-token
+/// flags; llama.cpp's token attributes, which it sets for Phi-3: "<|end|>\n<|user|>" is
+/// <|end|> <|user|>, no newline between).
 /// ```
 #pragma once
 
@@ -20,6 +23,8 @@ namespace glass {
 struct SpecialToken {
     std::string text;
     int id;
+    bool lstrip = false;  // swallows the whitespace before it
+    bool rstrip = false;  // swallows the whitespace after it
 };
 
 class SpecialMatcher {
@@ -44,13 +49,23 @@ public:
                 ++i;
                 continue;
             }
-            ordinary(text.substr(ordinary_from, i - ordinary_from));
+            size_t ordinary_to = i;
+            if (best->lstrip)
+                while (ordinary_to > ordinary_from && is_space(text[ordinary_to - 1])) --ordinary_to;
+            ordinary(text.substr(ordinary_from, ordinary_to - ordinary_from));
             special(best->id);
             i += best->text.size();
+            if (best->rstrip)
+                while (i < text.size() && is_space(text[i])) ++i;
             ordinary_from = i;
         }
         ordinary(text.substr(ordinary_from));
     }
+
+private:
+    static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+public:
 
 private:
     std::vector<SpecialToken> by_first_byte_[256];  // candidates by their first byte
