@@ -88,6 +88,36 @@ const json kConversation = json::array({{{"role", "system"}, {"content", "You an
 
 }  // namespace
 
+namespace {
+
+// python3-jinja2 rendering `conversation` through `template_file` with Hugging Face's settings
+// (tests/chat/render_reference.py): the ground truth. Empty optional: jinja2 is not installed.
+std::optional<test::Run> jinja2_render(const std::string& template_file, const json& conversation) {
+    if (test::run("/usr/bin/python3 -c 'import jinja2'").exit_code != 0) return std::nullopt;
+    const std::string conversation_file = write_temp("reference.json", conversation.dump());
+    return test::run("/usr/bin/python3 " + test::sh(std::string(GLASS_SOURCE_DIR) + "/tests/chat/render_reference.py") + " " +
+                     test::sh(template_file) + " " + test::sh(conversation_file));
+}
+
+const std::string kLlama31 = test::shared_dir() + "/templates/meta-llama-Llama-3.1-8B-Instruct.jinja";
+
+json weather_tools() {
+    return json::array({{{"type", "function"},
+                         {"function", {{"name", "get_weather"},
+                                       {"description", "The weather in a city"},
+                                       {"parameters", {{"type", "object"},
+                                                       {"properties", {{"city", {{"type", "string"}}}}},
+                                                       {"required", json::array({"city"})}}}}}}});
+}
+
+// A tool call as OpenAI's API sends it: "arguments" is a JSON string.
+json tool_call(const std::string& id, const std::string& city) {
+    return {{"id", id}, {"type", "function"},
+            {"function", {{"name", "get_weather"}, {"arguments", json{{"city", city}}.dump()}}}};
+}
+
+}  // namespace
+
 TEST_CASE("chat-template: the model's own template from a GGUF and from a folder, byte for byte, and its ids") {
     const std::string messages = write_temp("conversation.json", kConversation.dump());
     for (const std::string& m : {model("qwen3-F32.gguf"), model("qwen3-hf-f32")}) {
@@ -220,6 +250,24 @@ TEST_CASE("chat: with a template, each turn's prompt is the conversation re-rend
     CHECK(glass::generate_from_ids(fresh, *tok, prompt2, o).generated_ids == turns[1]["generated_ids"].get<std::vector<int>>());
 }
 
+TEST_CASE("chat with --chat-template: a Llama-3-shaped model's first turn is Meta's Llama 3.1 template as Jinja2 renders it") {
+    const std::string file = model("llama3-F32.gguf");
+    const json messages = json::array({{{"role", "system"}, {"content", "You answer briefly."}}, {{"role", "user"}, {"content", "Hello there"}}});
+    const std::optional<test::Run> reference =
+        jinja2_render(kLlama31, {{"messages", messages}, {"add_generation_prompt", true}, {"bos_token", "<s>"}, {"eos_token", "</s>"}});
+    if (!reference) {
+        MESSAGE("python3-jinja2 is not installed: skipped (scripts/install-deps installs it)");
+        return;
+    }
+    REQUIRE(reference->exit_code == 0);
+    const test::Run r = test::run("printf 'Hello there\\n' | " + glass_cmd() + " chat --temperature 0 --max-new-tokens 3 --json " +
+                                  "--system 'You answer briefly.' --chat-template " + test::sh(kLlama31) + " -m " + test::sh(file));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json turn = json::parse(r.out.substr(r.out.find('{')));
+    CHECK(turn["prompt_ids"].get<std::vector<int>>() == glass::load_gguf_tokenizer(file)->encode_with_specials(reference->out));
+}
+
 TEST_CASE("chat and explain --chat: a model without a template is refused by name where one is needed") {
     const test::Run explain = test::run(glass_cmd() + " explain --chat -p hi -n 1");
     CHECK(explain.exit_code == 1);
@@ -278,35 +326,6 @@ TEST_CASE("serve: chat through the model's template; turn 2 reuses turn 1's bloc
     CHECK(refused.json_body()["error"]["param"] == "tools");
 }
 
-namespace {
-
-// python3-jinja2 rendering `conversation` through `template_file` with Hugging Face's settings
-// (tests/chat/render_reference.py): the ground truth. Empty optional: jinja2 is not installed.
-std::optional<test::Run> jinja2_render(const std::string& template_file, const json& conversation) {
-    if (test::run("/usr/bin/python3 -c 'import jinja2'").exit_code != 0) return std::nullopt;
-    const std::string conversation_file = write_temp("reference.json", conversation.dump());
-    return test::run("/usr/bin/python3 " + test::sh(std::string(GLASS_SOURCE_DIR) + "/tests/chat/render_reference.py") + " " +
-                     test::sh(template_file) + " " + test::sh(conversation_file));
-}
-
-const std::string kLlama31 = test::shared_dir() + "/templates/meta-llama-Llama-3.1-8B-Instruct.jinja";
-
-json weather_tools() {
-    return json::array({{{"type", "function"},
-                         {"function", {{"name", "get_weather"},
-                                       {"description", "The weather in a city"},
-                                       {"parameters", {{"type", "object"},
-                                                       {"properties", {{"city", {{"type", "string"}}}}},
-                                                       {"required", json::array({"city"})}}}}}}});
-}
-
-// A tool call as OpenAI's API sends it: "arguments" is a JSON string.
-json tool_call(const std::string& id, const std::string& city) {
-    return {{"id", id}, {"type", "function"},
-            {"function", {{"name", "get_weather"}, {"arguments", json{{"city", city}}.dump()}}}};
-}
-
-}  // namespace
 
 TEST_CASE("serve and chat-template: tools and tool calls through Meta's Llama 3.1 template, token for token as Jinja2 renders") {
     const std::string file = model("llama3-F32.gguf");
@@ -470,4 +489,46 @@ TEST_CASE("chat and serve end a reply at the model's end-of-turn token (<end_of_
     CHECK(a["choices"][0]["finish_reason"] == "stop");
     CHECK(a["choices"][0]["message"]["content"] == "");
     CHECK(a["usage"]["completion_tokens"] == 1);
+}
+
+TEST_CASE("chat and serve end a sampled reply at <|im_end|> (Qwen3's end of turn)") {
+    // <|im_end|> is unlikely under the random Qwen3 (p ≈ 5e-4 after this prompt): find a seed whose
+    // first draw (temperature 1, top-p 1, the generate loop's sampler and generator) is it.
+    const std::string file = model("qwen3-F32.gguf");
+    const std::unique_ptr<glass::Tokenizer> tok = glass::load_gguf_tokenizer(file);
+    const glass::chat::ModelChatTemplate own = *glass::chat::find_model_chat_template(file);
+    const std::string text = glass::chat::ChatTemplate(own.source).render(
+        {.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Hello there"}}}), .eos_token = own.eos_token});
+    const glass::Model weights = glass::load_model(file);
+    glass::CpuSession session(weights);
+    const std::span<const float> logits = session.prefill(glass::chat::chat_prompt_ids(*tok, text));
+    glass::SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_p = 1.0f;
+    const int im_end = tok->end_of_generation_ids().back();
+    REQUIRE(tok->piece(im_end) == "<|im_end|>");
+    std::uint64_t seed = 0;
+    for (bool found = false; !found && seed < 100000;) {
+        glass::Llama2cRng rng(seed);
+        if (glass::sample(logits, p, rng) == im_end) found = true;
+        else ++seed;
+    }
+    REQUIRE_MESSAGE(seed < 100000, "no seed in 100000 drew <|im_end|> first");
+
+    const test::Run r = test::run("printf 'Hello there\\n' | " + glass_cmd() + " chat --temperature 1 --top-p 1 --seed " +
+                                  std::to_string(seed) + " --max-new-tokens 8 --json -m " + test::sh(file));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json turn = json::parse(r.out.substr(r.out.find('{')));
+    CHECK(turn["generated_ids"] == json::array({im_end}));
+    CHECK(turn["stop_reason"] == "eos");
+
+    if (serve_test::no_curl()) return;
+    ServerProcess server({"-m", file, "--backend", "reference"});
+    const json a = serve_test::post(server, "/v1/chat/completions",
+                                    {{"messages", json::array({{{"role", "user"}, {"content", "Hello there"}}})},
+                                     {"temperature", 1}, {"top_p", 1}, {"seed", seed}, {"max_tokens", 8}})
+                       .json_body();
+    CHECK(a["choices"][0]["finish_reason"] == "stop");
+    CHECK(a["choices"][0]["message"]["content"] == "");
 }
