@@ -82,7 +82,10 @@ double largest_relative_difference(const std::vector<float>& y, const std::vecto
 
 std::string ids_text(const std::vector<int>& ids) {
     std::string out;
-    for (int id : ids) out += (out.empty() ? "" : " ") + std::to_string(id);
+    for (int id : ids) {
+        if (!out.empty()) out += ' ';
+        out += std::to_string(id);
+    }
     return out;
 }
 

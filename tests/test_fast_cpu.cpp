@@ -75,6 +75,10 @@ TEST_CASE("packing: every weight lands where PackedMatrix::at says, in the reque
                         REQUIRE(std::fabs(got - src) <= amax / 127 * 0.5f * 1.01f + 1e-7f); break;
                     case WeightType::q4_0:  // half a step of d = amax/7, plus fp16 rounding of d
                         REQUIRE(std::fabs(got - src) <= amax / 7 * 0.5f * 1.01f + 1e-7f); break;
+                    // k-quant panels take whole 256-input super-blocks (check_k_panels in
+                    // kernel_checks.hpp); `stored` names a file's own types, not a packing.
+                    case WeightType::q4_k: case WeightType::q5_k: case WeightType::q6_k: case WeightType::stored:
+                        FAIL("kAllTypes should not list " << glass::fast::to_string(type)); break;
                 }
                 if (quantized) REQUIRE(got == reference.at(r, k));  // the reference's integers and scales
             }

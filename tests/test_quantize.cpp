@@ -186,7 +186,7 @@ TEST_CASE("example 24_quantization: C14 sizes, the block by hand, and the model'
     //    implementation of the same weights) and free-running greedy generation: every golden
     //    continuation it reproduces whole, and the mean NLL of the goldens' tokens.
     const auto goldens = test::read_jsonl(test::golden("stories260K_greedy.jsonl"));
-    for (const auto [type, name] : {std::pair{glass::fast::WeightType::q8_0, "q8"}, std::pair{glass::fast::WeightType::q4_0, "q4"}}) {
+    for (const auto& [type, name] : {std::pair{glass::fast::WeightType::q8_0, "q8"}, std::pair{glass::fast::WeightType::q4_0, "q4"}}) {
         CAPTURE(name);
         int identical = 0, cases = 0;
         double nll = 0;
