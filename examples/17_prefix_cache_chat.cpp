@@ -1,14 +1,15 @@
 // 17_prefix_cache_chat — serving: a chat re-sends its whole history every turn; the prefix cache
 // turns that growing cost into a constant one (C16), measured and drawn as a chart.
 //
-// In:  a model with stories15M's shape and random weights (--shape stories110M: the issue's
-//      setting; --shape stories260K: the shipped model's, seconds on any CPU), served by the fast
-//      CPU path; a chat of --turns turns (default 8). Turn t sends BOS, every earlier user message
-//      and reply, then --user new random tokens (default 32), and gets a --reply-token answer
-//      (default 16, greedy) that joins the history. Blocks of --block-size positions (default 16);
-//      a budget of one context window per step, so every prompt is computed in one pass.
+// In:  a model with stories15M's shape and random weights (--shape stories110M: the shape the
+//      serving targets were set for; --shape stories260K: the shipped model's, seconds on any CPU),
+//      served by the fast CPU path; a chat of --turns turns (default 8). Turn t sends BOS, every
+//      earlier user message and reply, then --user new random tokens (default 32), and gets a
+//      --reply-token answer (default 16, greedy) that joins the history. Blocks of --block-size
+//      positions (default 16); a budget of one context window per step, so every prompt is computed
+//      in one pass.
 // Out: per turn, the prompt's tokens, how many of them the prefix cache served (cache on), how many
-//      were computed, TTFT with the cache off and on, and on / off; issue 12's target (last turn:
+//      were computed, TTFT with the cache off and on, and on / off; the serving target (last turn:
 //      on <= 1/4 of off) and whether it held this time; an SVG of TTFT per turn.
 //
 // Why. Without the cache every turn computes K and V for the whole history again, so TTFT grows

@@ -9,7 +9,7 @@
 //      (b) paging — the same requests driven through a real Engine with a pool of the same bytes
 //      at block sizes 1, 16 and 64: after every step, the blocks in use against the tokens that
 //      hold K/V, and from them the share reserved but unused and how many requests fit at once;
-//      issue 12's targets and whether they hold; the same arithmetic for Llama-2-7B (C8:
+//      the serving targets and whether they hold; the same arithmetic for Llama-2-7B (C8:
 //      524,288 bytes per token) with a 4,096-token window; an SVG of memory over the steps;
 //      (c) the same bytes as an int8 pool (kv_cache.hpp: one byte per value and one fp32 scale
 //      per KV head and position): how many positions they hold, and the same requests through
@@ -317,7 +317,7 @@ static int run(int argc, char** argv) {
                 paged16.reserved_per_request() * static_cast<double>(llama_per_token));
     std::printf("llama block 16 requests at once: %.1f (%.2fx max-length)\n", llama_at_once, llama_at_once / windows);
 
-    std::printf("\ntargets (issue 12)\n");
+    std::printf("\nserving targets\n");
     std::printf("target reserved-but-unused < 4 %% with paging (block 16): %.2f %%, %s\n", 100.0 * paged16.unused_share(),
                 holds(paged16.unused_share() < 0.04));
     std::printf("target >= 3x concurrent requests (stories260K, 512-token window): %.2fx, %s\n", ratio16,

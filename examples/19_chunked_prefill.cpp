@@ -1,17 +1,17 @@
 // 19_chunked_prefill — serving: a long prompt no longer stalls everyone else's decoding once it is
 // cut into chunks (C18), measured and drawn as a chart.
 //
-// In:  a model with stories15M's shape and random weights (--shape stories110M: the issue's
-//      setting; --shape stories260K: the shipped model's, seconds on any CPU), its context window
-//      raised to hold the long prompt, served by the fast CPU path; --decoders requests (default 8)
-//      with 16-token prompts; after 3 steps, when all of them are decoding, a --prompt-len-token
-//      prompt (default 2,000) arrives; the run ends 4 steps after the long request's first token
-//      (the decoders are then cancelled). A token budget of --budget positions per step (default
-//      256); blocks of 16.
+// In:  a model with stories15M's shape and random weights (--shape stories110M: the shape the
+//      serving targets were set for; --shape stories260K: the shipped model's, seconds on any CPU),
+//      its context window raised to hold the long prompt, served by the fast CPU path; --decoders
+//      requests (default 8) with 16-token prompts; after 3 steps, when all of them are decoding, a
+//      --prompt-len-token prompt (default 2,000) arrives; the run ends 4 steps after the long
+//      request's first token (the decoders are then cancelled). A token budget of --budget
+//      positions per step (default 256); blocks of 16.
 // Out: the same run with chunked prefill off and on: steps, how many steps computed part of the
 //      long prompt, the most tokens one step computed, tokens each decoder got, the decoders'
 //      largest and mean gap between two of their tokens, the long prompt's TTFT, and the tokens
-//      computed per second; issue 12's targets (largest gap on <= 1/4 of off; tokens/s within
+//      computed per second; the serving targets (largest gap on <= 1/4 of off; tokens/s within
 //      10 %) and whether they held this time; an SVG of the gaps.
 //
 // Why. The decoders get a token every step either way: they are running, so the scheduler gives

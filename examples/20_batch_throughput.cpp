@@ -1,15 +1,15 @@
 // 20_batch_throughput — serving: one pass over the weights serves every request in the batch, so
 // decode throughput grows with the batch until compute limits it (C20), measured and drawn.
 //
-// In:  a model with stories15M's shape and random weights (--shape stories110M: the issue's
-//      setting; --shape stories260K: the shipped model's), served by the fast CPU path on --threads
-//      threads (default 2); for each batch size B = 1, 2, 4, ... up to --max-batch (default 64): B
-//      requests with --prompt-len-token prompts (default 16) are prefilled, then --steps decode
-//      steps (default 8) in which all B decode are timed.
+// In:  a model with stories15M's shape and random weights (--shape stories110M: the shape the
+//      serving targets were set for; --shape stories260K: the shipped model's), served by the fast
+//      CPU path on --threads threads (default 2); for each batch size B = 1, 2, 4, ... up to
+//      --max-batch (default 64): B requests with --prompt-len-token prompts (default 16) are
+//      prefilled, then --steps decode steps (default 8) in which all B decode are timed.
 // Out: the weight bytes one step reads and the FLOPs of one decoded token; this machine's FMA peak
 //      with the same threads, measured now; per batch size the step time, decode tokens/s, the
 //      ratio to batch 1, the FLOP/s that makes and its share of the FMA peak; the batch whose
-//      FMAs, at peak, take as long as batch 1's step; issue 12's targets (batch 16 >= 8x batch 1;
+//      FMAs, at peak, take as long as batch 1's step; the serving targets (batch 16 >= 8x batch 1;
 //      batch 64 >= 50 % of the FMA peak) and whether they held this time; an SVG of tokens/s per
 //      batch size under the compute ceiling.
 //

@@ -22,7 +22,7 @@ using glass::TrainedBpe;
 
 std::string harbour_path() { return std::string(GLASS_DATA_DIR) + "/harbour.txt"; }
 const std::string& harbour() {
-    static const std::string text = glass::read_text_file(harbour_path());
+    static const std::string text = glass::read_file_bytes(harbour_path(), "training text");
     return text;
 }
 // The plain trainer's 512-token vocabulary of the shipped text, computed once.

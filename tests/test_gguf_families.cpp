@@ -319,11 +319,15 @@ TEST_CASE("end of generation: EOS and each family's end-of-turn token, from the 
         std::vector<int> want = manifest["families"][f]["config"]["gguf"]["stop_ids"];  // eos, then <|im_end|> ...
         std::sort(want.begin(), want.end());
         const std::string gguf = families_dir() + "/" + f + "-F32.gguf", folder = families_dir() + "/" + f + "-hf-f32";
-        const glass::Model m = glass::load_model(gguf);
+        const glass::Model m = glass::load_model(gguf), m_folder = glass::load_model(folder);
         const std::unique_ptr<glass::Tokenizer> from_gguf = glass::load_model_tokenizer(gguf, m, "", "");
-        const std::unique_ptr<glass::Tokenizer> from_folder = glass::load_model_tokenizer(folder, m, "", "");
+        const std::unique_ptr<glass::Tokenizer> from_folder = glass::load_model_tokenizer(folder, m_folder, "", "");
         CHECK(from_gguf->end_of_generation_ids() == want);
         CHECK(from_folder->end_of_generation_ids() == want);
+        // A folder's ids come with its ModelConfig (config.json and generation_config.json), each one of `want`.
+        CHECK(!m_folder.config.end_of_generation_ids.empty());
+        for (const int id : m_folder.config.end_of_generation_ids)
+            CHECK(std::find(want.begin(), want.end(), id) != want.end());
         // The stop rule generate() and the serving engine share: any of them ends the reply as EOS.
         for (const int id : want) {
             glass::GenerateOptions o;
@@ -340,13 +344,12 @@ TEST_CASE("end of generation: EOS and each family's end-of-turn token, from the 
         out.push(ordinary, 1, 64);
         CHECK(!out.done());
     }
-    // A folder whose eos_token_id is not a token id is refused by name.
+    // A folder whose eos_token_id is not a token id is refused by name, when the model loads.
     const std::string bad = test::bin_dir() + "/../families-bad-eos-" + std::to_string(::getpid());
     std::filesystem::remove_all(bad);
     std::filesystem::copy(families_dir() + "/qwen2-hf-f32", bad);
     std::ofstream(bad + "/generation_config.json") << R"({"eos_token_id": ["<|im_end|>"]})";
-    const glass::Model m = glass::load_model(bad);
-    CHECK_THROWS_WITH_AS(glass::load_model_tokenizer(bad, m, "", ""), doctest::Contains("is not a token id"), glass::Error);
+    CHECK_THROWS_WITH_AS(glass::load_model(bad), doctest::Contains("generation_config.json: eos_token_id"), glass::Error);
     std::filesystem::remove_all(bad);
 }
 

@@ -33,7 +33,7 @@ namespace {
 
 std::string read_input(const std::string& path) {
     if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
-    return glass::chat::detail::read_text_file(path, "file");
+    return glass::read_file_bytes(path, "file");
 }
 
 // "2026-12-04", "2026-12-04T09:30", "2026-12-04T09:30:15Z", "2026-12-04 09:30:15+01:00": seconds

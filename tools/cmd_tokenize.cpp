@@ -23,6 +23,7 @@
 #include "cli.hpp"
 #include "glass/formats/gguf_vocab.hpp"
 #include "glass/formats/hf_loader.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
 #include "glass/formats/tiktoken_loader.hpp"
 #include "glass/tokenizer.hpp"
 

@@ -88,6 +88,13 @@ struct ModelConfig {
                                        ///< P-th (Gemma 2: 2, Gemma 3: 6, i.e. 5 local : 1 global)
     float rope_theta_local = 0.0f;     ///< rope.hpp: base of the local layers; 0 = rope_theta (Gemma 3: 10000)
 
+    /// Token ids the model's files say end a reply, besides the tokenizer's EOS: a Hugging Face
+    /// folder's eos_token_id (config.json and generation_config.json; Llama 3.1 Instruct lists
+    /// <|end_of_text|>, <|eom_id|> and <|eot_id|>). load_model_tokenizer hands them to the
+    /// tokenizer, whose ends_generation() generate() and the engine stop on. Empty for llama2.c
+    /// checkpoints; a GGUF's come from its vocabulary (gguf_vocab.hpp).
+    std::vector<int> end_of_generation_ids;
+
     int q_dim() const { return n_heads * head_dim; }       // width of all query heads side by side
     int kv_dim() const { return n_kv_heads * head_dim; }   // width of one K (or V) row
     int heads_per_kv_head() const { return n_heads / n_kv_heads; }  // GQA group size

@@ -28,6 +28,7 @@
 #include "glass/tokenize/bpe_train.hpp"
 // ...and the files vocabularies come in.
 #include "glass/formats/json_input.hpp"
+#include "glass/formats/read_file.hpp"     // a whole file, or an error naming it
 #include "glass/formats/llama2c_tokenizer.hpp"
 #include "glass/formats/tiktoken_loader.hpp"
 #include "glass/formats/hf_loader.hpp"

@@ -101,7 +101,3 @@ inline bool is_end_of_turn_text(std::string_view piece) {
 }
 
 }  // namespace glass
-
-// The shipped model's vocabulary (Llama2cTokenizer), so that this header alone is enough to
-// tokenize for it. (Included last: it builds on the Tokenizer interface above.)
-#include "glass/formats/llama2c_tokenizer.hpp"

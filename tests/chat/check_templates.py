@@ -1,15 +1,16 @@
 #!/usr/bin/python3
 """tests/chat/check_templates.py — glass's chat templates against Jinja2, byte for byte.
 
-Usage: check_templates.py RENDER_GLASS [SHARED_DIR]
+Usage: check_templates.py GLASS [SHARED_DIR]
 
 Renders every real chat template (SHARED_DIR/templates/*.jinja and the chat_template of
 SHARED_DIR/tokenizers/hf/{llama3,qwen3}/tokenizer_config.json) with every conversation in
 conversations.json twice: with Jinja2 exactly as Hugging Face's apply_chat_template sets it up
-(render_reference.py) and with glass (RENDER_GLASS, tests/chat/render_glass.cpp). Passes when
+(render_reference.py) and with glass (GLASS is the CLI: `glass chat-template --template FILE
+--messages FILE ...`, the command a user runs). Passes when
 
   - Jinja2 renders and glass prints the same bytes;
-  - Jinja2's template calls raise_exception(msg) and glass exits 1 with the same msg;
+  - Jinja2's template calls raise_exception(msg) and glass exits 1 with "glass: error: msg";
   - Jinja2 fails otherwise (a TypeError, an UndefinedError, ...) and glass exits non-zero.
 
 Prints one line per template (how many conversations were identical / refused by both) and the
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 
 try:
@@ -92,12 +94,31 @@ def reference(source, conversation):
         return type(e).__name__, str(e)
 
 
-def run_glass(driver, template_path, conversation, workdir, key):
-    path = os.path.join(workdir, f"{key}.json")
+def write_json(workdir, name, value):
+    path = os.path.join(workdir, name)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(conversation, f, ensure_ascii=False)
+        json.dump(value, f, ensure_ascii=False)
+    return path
+
+
+def glass_command(glass, template_path, conversation, workdir, key):
+    """The `glass chat-template` command line that renders this conversation."""
+    now = datetime.fromtimestamp(conversation["now"], tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    command = [glass, "chat-template", "--template", template_path,
+               "--messages", write_json(workdir, f"{key}.messages.json", conversation["messages"]),
+               "--bos-token", conversation["bos_token"], "--eos-token", conversation["eos_token"], "--now", now,
+               "--generation-prompt" if conversation.get("add_generation_prompt", True) else "--no-generation-prompt"]
+    if conversation.get("tools") is not None:
+        command += ["--tools", write_json(workdir, f"{key}.tools.json", conversation["tools"])]
+    for name, value in conversation.get("extra", {}).items():
+        command += ["--set", f"{name}={json.dumps(value, ensure_ascii=False)}"]
+    return command
+
+
+def run_glass(glass, template_path, conversation, workdir, key):
+    command = glass_command(glass, template_path, conversation, workdir, key)
     start = time.perf_counter()
-    result = subprocess.run([driver, template_path, path], capture_output=True, timeout=60)
+    result = subprocess.run(command, capture_output=True, timeout=60)
     seconds = time.perf_counter() - start
     return result.returncode, result.stdout.decode("utf-8", "replace"), result.stderr.decode("utf-8", "replace"), seconds
 
@@ -113,7 +134,8 @@ def judge(expected, got):
     if status == "raised":
         if code != 1:
             return f"Jinja2 raised {text!r}, glass exited {code} ({err or 'rendered'})"
-        return None if err == text else f"raise_exception message differs: {text!r} vs {err!r}"
+        expected_err = f"glass: error: {text}\n"
+        return None if err == expected_err else f"raise_exception message differs: {expected_err!r} vs {err!r}"
     return None if code != 0 else f"Jinja2 failed ({status}: {text}), glass rendered"
 
 
@@ -121,7 +143,7 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
-    driver = sys.argv[1]
+    glass = sys.argv[1]
     shared = sys.argv[2] if len(sys.argv) > 2 else os.path.join(HERE, "..", "..", "..", "shared")
     with open(os.path.join(HERE, "conversations.json"), encoding="utf-8") as f:
         conversations = json.load(f)
@@ -135,7 +157,7 @@ def main():
             cases = []
             for c_index, conversation in enumerate(conversations):
                 c = dict(conversation, bos_token=bos, eos_token=eos)
-                cases.append((c, pool.submit(run_glass, driver, template_path, c, workdir, f"{t_index}_{c_index}")))
+                cases.append((c, pool.submit(run_glass, glass, template_path, c, workdir, f"{t_index}_{c_index}")))
             identical = refused = 0
             for c, future in cases:
                 expected = reference(source, c)

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "glass/checkpoint.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
 #include "glass/fast/fast_paged_backend.hpp"
 #include "glass/fast/fast_session.hpp"
 #include "glass/sampling.hpp"

@@ -22,7 +22,6 @@
 
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +33,7 @@
 #include "glass/formats/hf_loader.hpp"
 #include "glass/formats/json_input.hpp"
 #include "glass/formats/model_files.hpp"
+#include "glass/formats/read_file.hpp"
 #include "glass/tokenizer.hpp"
 
 namespace glass::chat {
@@ -46,14 +46,6 @@ struct ModelChatTemplate {
 };
 
 namespace detail {
-
-inline std::string read_text_file(const std::string& path, const char* what) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot open ", what, " '", path, "'");
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 /// tokenizer.ggml.tokens[key's id], or "" when the key is absent or the id is out of range.
 inline std::string gguf_token_text(const GgufFile& f, const char* key) {
@@ -93,14 +85,14 @@ inline ModelChatTemplate folder_chat_template(const std::string& dir) {
     const std::string config_path = dir + "/tokenizer_config.json";
     nlohmann::json config;
     if (std::ifstream(config_path).good())
-        config = parse_untrusted_json(read_text_file(config_path, "tokenizer_config.json"), "'" + config_path + "'");
+        config = parse_untrusted_json(read_file_bytes(config_path, "tokenizer_config.json"), "'" + config_path + "'");
     ModelChatTemplate t{.source = "",
                         .origin = "",
                         .bos_token = hf_detail::config_token(config, "bos_token"),
                         .eos_token = hf_detail::config_token(config, "eos_token")};
     const std::string jinja_path = dir + "/chat_template.jinja";
     if (std::ifstream(jinja_path).good()) {
-        t.source = read_text_file(jinja_path, "chat template");
+        t.source = read_file_bytes(jinja_path, "chat template");
         t.origin = "'" + jinja_path + "'";
         return t;
     }
@@ -142,7 +134,7 @@ inline std::pair<std::string, std::string> model_special_texts(const std::string
 /// caller's (the model's, when there is one: model_special_texts).
 inline ModelChatTemplate chat_template_from_file(const std::string& path, std::string bos_token = "",
                                                  std::string eos_token = "") {
-    return ModelChatTemplate{.source = detail::read_text_file(path, "chat template"),
+    return ModelChatTemplate{.source = read_file_bytes(path, "chat template"),
                              .origin = "'" + path + "'",
                              .bos_token = std::move(bos_token),
                              .eos_token = std::move(eos_token)};

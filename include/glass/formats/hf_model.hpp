@@ -45,6 +45,7 @@
 #include "glass/config.hpp"
 #include "glass/errors.hpp"
 #include "glass/formats/gguf.hpp"  // MappedFile, map_file
+#include "glass/formats/json_input.hpp"
 #include "glass/half.hpp"
 #include "glass/rope.hpp"
 
@@ -149,6 +150,32 @@ inline const char* hf_supported_model_types() { return "llama, mistral, qwen2, q
 
 /// \brief ModelConfig from a config.json (the text part, when nested). `vocab_rows` is the
 /// embedding table's row count (the tensor decides; config.json's vocab_size may be padded).
+namespace detail {
+
+/// The ids an `eos_token_id` value names: a number or a list of numbers (null: none).
+inline std::vector<int> eos_token_ids(const nlohmann::json& value, const char* file) {
+    std::vector<int> ids;
+    if (value.is_null()) return ids;
+    for (const nlohmann::json& id : value.is_array() ? value : nlohmann::json::array({value})) {
+        if (!id.is_number_integer()) fail(file, ": eos_token_id ", describe_json(id), " is not a token id");
+        ids.push_back(id.get<int>());
+    }
+    return ids;
+}
+
+/// eos_token_id of a config file, at its top level and in its text_config (either may hold it).
+inline std::vector<int> config_eos_token_ids(const nlohmann::json& root, const char* file) {
+    std::vector<int> ids;
+    for (const nlohmann::json* part : {&root, root.contains("text_config") ? &root["text_config"] : nullptr})
+        if (part && part->is_object() && part->contains("eos_token_id")) {
+            const std::vector<int> more = eos_token_ids((*part)["eos_token_id"], file);
+            ids.insert(ids.end(), more.begin(), more.end());
+        }
+    return ids;
+}
+
+}  // namespace detail
+
 inline ModelConfig hf_model_config(const nlohmann::json& root, int vocab_rows) {
   try {
     if (!root.is_object()) fail("config.json is not a JSON object");
@@ -173,6 +200,7 @@ inline ModelConfig hf_model_config(const nlohmann::json& root, int vocab_rows) {
     c.norm_eps = static_cast<float>(config_number(j, "rms_norm_eps", 1e-6, 0, 1));
     c.rope_theta = static_cast<float>(config_number(j, "rope_theta", 10000.0, 1, 1e12));
     c.vocab_size = vocab_rows;
+    c.end_of_generation_ids = detail::config_eos_token_ids(root, "config.json");
     const bool gemma = type == "gemma2" || type == "gemma3_text";
     c.shared_classifier = j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()
                               ? j["tie_word_embeddings"].get<bool>()
@@ -285,6 +313,12 @@ inline Model load_hf_model(const std::string& dir, LoadWeights how = LoadWeights
         if (embed->shape[0] < 1 || embed->shape[0] > (1 << 22))
             fail("tensor '", prefix, "embed_tokens.weight' has ", embed->shape[0], " rows (1 to ", 1 << 22, ")");
         ModelConfig c = hf_model_config(root, static_cast<int>(embed->shape[0]));
+        // generation_config.json (optional) names the ids transformers' generate() stops on.
+        if (std::ifstream(dir + "/generation_config.json").good()) {
+            const std::vector<int> more = detail::config_eos_token_ids(
+                detail::read_json_file(dir + "/generation_config.json"), "generation_config.json");
+            c.end_of_generation_ids.insert(c.end_of_generation_ids.end(), more.begin(), more.end());
+        }
         const bool lm_head = find("lm_head.weight") || find("language_model.lm_head.weight");
         if (!lm_head) c.shared_classifier = true;  // no lm_head tensor: the table is the classifier
 

@@ -25,6 +25,7 @@
 #include "glass/formats/gguf_vocab.hpp"
 #include "glass/formats/hf_loader.hpp"
 #include "glass/formats/hf_model.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
 #include "glass/tokenizer.hpp"
 
 namespace glass {
@@ -76,28 +77,6 @@ inline std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path, i
     return std::make_unique<Llama2cTokenizer>(Llama2cTokenizer::load(path, vocab_size));
 }
 
-/// The ids a Hugging Face folder says end generation: `eos_token_id` in generation_config.json
-/// (what transformers' generate() stops on) and in config.json (or its text_config), each a
-/// number or a list: Llama 3.1 Instruct lists `<|end_of_text|>`, `<|eom_id|>` and `<|eot_id|>`.
-inline std::vector<int> hf_end_of_generation_ids(const std::string& dir) {
-    std::vector<int> ids;
-    const auto add = [&](const nlohmann::json& v, const std::string& file) {
-        for (const nlohmann::json& id : v.is_array() ? v : nlohmann::json::array({v})) {
-            if (!id.is_number_integer()) fail("'", file, "': eos_token_id ", id.dump(), " is not a token id");
-            ids.push_back(id.get<int>());
-        }
-    };
-    for (const char* name : {"generation_config.json", "config.json"}) {
-        const std::string file = dir + "/" + name;
-        if (!std::ifstream(file).good()) continue;  // generation_config.json is optional
-        const nlohmann::json j = detail::read_json_file(file);
-        for (const nlohmann::json* part : {&j, j.contains("text_config") ? &j["text_config"] : nullptr})
-            if (part && part->is_object() && part->contains("eos_token_id") && !(*part)["eos_token_id"].is_null())
-                add((*part)["eos_token_id"], file);
-    }
-    return ids;
-}
-
 /// \brief The tokenizer of the model at `model_path`: `tokenizer_path` when given, else the one
 /// the model file carries (GGUF), else `default_tokenizer` (a llama2.c checkpoint has none).
 /// Its vocabulary must cover the model's embedding table's rows.
@@ -107,14 +86,12 @@ inline std::unique_ptr<Tokenizer> load_model_tokenizer(const std::string& model_
     std::unique_ptr<Tokenizer> tok;
     if (!tokenizer_path.empty()) tok = load_tokenizer_file(tokenizer_path, model.config.vocab_size);
     else if (model_file_kind(model_path) == ModelFileKind::gguf) tok = load_gguf_tokenizer(model_path);
-    else if (model_file_kind(model_path) == ModelFileKind::hf_folder) {
-        tok = load_hf_tokenizer(model_path + "/tokenizer.json");
-        tok->add_end_of_generation_ids(hf_end_of_generation_ids(model_path));
-    }
+    else if (model_file_kind(model_path) == ModelFileKind::hf_folder) tok = load_hf_tokenizer(model_path + "/tokenizer.json");
     else tok = load_tokenizer_file(default_tokenizer, model.config.vocab_size);
     if (tok->vocab_size() > model.config.vocab_size)
         fail("the tokenizer has ", tok->vocab_size(), " tokens but the model's embedding table only ",
              model.config.vocab_size, " rows");
+    tok->add_end_of_generation_ids(model.config.end_of_generation_ids);  // a folder's eos_token_id lists
     for (int id : tok->end_of_generation_ids())
         if (id >= model.config.vocab_size)
             fail("end-of-generation token id ", id, " is outside the model's vocabulary of ", model.config.vocab_size);

@@ -14,10 +14,8 @@
 #pragma once
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -29,14 +27,9 @@
 #include "glass/tokenize/byte_level_bpe.hpp"
 #include "glass/errors.hpp"
 #include "glass/formats/json_input.hpp"
+#include "glass/formats/read_file.hpp"
 
 namespace glass {
-
-inline std::string read_file_bytes(const std::string& path, const char* what) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot open ", what, " '", path, "': ", std::strerror(errno));
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // Standard base64 (RFC 4648, with '=' padding); false on any other character.
 inline bool base64_decode(std::string_view in, std::string& out) {

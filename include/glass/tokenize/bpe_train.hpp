@@ -34,10 +34,8 @@
 #pragma once
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -49,6 +47,7 @@
 
 #include "glass/tokenize/bpe_merge.hpp"
 #include "glass/errors.hpp"
+#include "glass/formats/read_file.hpp"
 #include "glass/tokenize/pretokenize.hpp"
 
 namespace glass {
@@ -304,15 +303,9 @@ inline TrainedBpe train_bpe_naive(std::string_view text, int vocab_size) {
     return train_bpe_naive_on(count_chunks(bpe_train_split().split(text)), vocab_size);
 }
 
-inline std::string read_text_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot open training text '", path, "': ", std::strerror(errno));
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 inline TrainedBpe train_bpe_file(const std::string& path, int vocab_size) {
     check_vocab_size(vocab_size);
-    const std::string text = read_text_file(path);
+    const std::string text = read_file_bytes(path, "training text");
     try {
         return train_bpe(text, vocab_size);
     } catch (const Error& e) {
