@@ -49,7 +49,7 @@ static int run(int argc, char** argv) {
     if (argc > 2) vocab_size = example::int_arg(argv[2], "vocabulary size", 256, 1'000'000);
     glass::check_vocab_size(vocab_size);  // below 256: fail before printing anything
 
-    const std::string text = glass::read_text_file(text_path);
+    const std::string text = glass::read_file_bytes(text_path, "training text");
     std::printf("training text: %s\n", text_path.c_str());
     std::printf("training text bytes: %zu\n", text.size());
     const std::vector<std::string_view> pieces = glass::bpe_train_split().split(text);
