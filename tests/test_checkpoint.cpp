@@ -1,83 +1,32 @@
-// Loading the checkpoint and the tokenizer, and every way their input can be bad.
+// Loading a llama2.c checkpoint, and every way the file can be bad.
 //
 // Bad input must become a glass::Error whose message names the problem and the offending value
-// (a size, a field, an id). Expected values come from the file bytes read here independently,
-// from models/README.md, or from arithmetic done here in 128-bit integers.
+// (a size, a field). Expected values come from the file bytes read here independently, from
+// models/README.md, or from arithmetic done here in 128-bit integers.
 #include <unistd.h>
 
 #include <chrono>
 #include <climits>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <functional>
-#include <iterator>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "bad_input_support.hpp"
 #include "test_support.hpp"
+
+using test::contains;
+using test::error_of;
+using test::f32_at;
+using test::i32_at;
+using test::mentions;
+using test::put_i32;
+using test::read_bytes;
+using test::TempFile;
 
 namespace {
 
 // ---- helpers -------------------------------------------------------------------------------
-
-std::vector<char> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE_MESSAGE(in.good(), "cannot read " << path);
-    return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// A file under /tmp with a unique name, removed when the test is done.
-struct TempFile {
-    std::string path;
-    explicit TempFile(const std::vector<char>& bytes, const std::string& suffix = ".bin") {
-        static int counter = 0;
-        path = "/tmp/glass_test_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + suffix;
-        std::ofstream out(path, std::ios::binary | std::ios::trunc);
-        REQUIRE_MESSAGE(out.good(), "cannot write " << path);
-        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-        out.close();
-        REQUIRE(std::filesystem::file_size(path) == bytes.size());
-    }
-    ~TempFile() { std::remove(path.c_str()); }
-    TempFile(const TempFile&) = delete;
-    TempFile& operator=(const TempFile&) = delete;
-};
-
-// The message of the glass::Error `f` throws; fails the test if it throws nothing or anything else.
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const glass::Error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        FAIL("expected a glass::Error, got another exception: " << e.what());
-    } catch (...) {
-        FAIL("expected a glass::Error, got a non-std exception");
-    }
-    FAIL("expected a glass::Error, but nothing was thrown");
-    return {};
-}
-
-// Whether `message` contains the integer `v` as a whole number (not as part of a longer one).
-bool mentions(const std::string& message, long long v) {
-    const std::string s = std::to_string(v);
-    size_t at = 0;
-    while ((at = message.find(s, at)) != std::string::npos) {
-        const bool left_ok = at == 0 || !(std::isdigit(static_cast<unsigned char>(message[at - 1])) ||
-                                          (v >= 0 && message[at - 1] == '-'));
-        const size_t end = at + s.size();
-        const bool right_ok = end >= message.size() || !std::isdigit(static_cast<unsigned char>(message[end]));
-        if (left_ok && right_ok) return true;
-        ++at;
-    }
-    return false;
-}
-bool contains(const std::string& message, const std::string& part) {
-    return message.find(part) != std::string::npos;
-}
 
 std::string load_error(const std::string& path) {
     return error_of([&] { (void)glass::load_llama2c_checkpoint(path); });
@@ -86,23 +35,6 @@ std::string load_error(const std::string& path) {
 const std::vector<char>& model_bytes() {
     static const std::vector<char> bytes = read_bytes(test::shipped_model());
     return bytes;
-}
-const std::vector<char>& tok512_bytes() {
-    static const std::vector<char> bytes = read_bytes(test::shipped_tokenizer());
-    return bytes;
-}
-std::string llama2_tokenizer_path() { return test::shared_dir() + "/models/tokenizer.bin"; }
-
-std::int32_t i32_at(const std::vector<char>& b, size_t at) {
-    std::int32_t v;
-    std::memcpy(&v, b.data() + at, 4);
-    return v;
-}
-void put_i32(std::vector<char>& b, size_t at, std::int32_t v) { std::memcpy(b.data() + at, &v, 4); }
-float f32_at(const std::vector<char>& b, size_t at) {
-    float v;
-    std::memcpy(&v, b.data() + at, 4);
-    return v;
 }
 
 // The shipped model's bytes with a different 7-int header.
@@ -145,24 +77,6 @@ std::string to_string128(__int128 v) {
         v /= 10;
     }
     return neg ? "-" + s : s;
-}
-
-// Offsets of every entry of a llama2.c tokenizer file, parsed here independently.
-struct TokEntry {
-    size_t score_at, len_at, bytes_at;
-    std::int32_t len;
-};
-std::vector<TokEntry> tok_entries(const std::vector<char>& b) {
-    std::vector<TokEntry> e;
-    size_t at = 4;
-    while (at + 8 <= b.size()) {
-        TokEntry t{at, at + 4, at + 8, i32_at(b, at + 4)};
-        if (t.len < 0) break;
-        e.push_back(t);
-        at = t.bytes_at + static_cast<size_t>(t.len);
-    }
-    REQUIRE(at == b.size());
-    return e;
 }
 
 }  // namespace
@@ -500,240 +414,4 @@ TEST_CASE("checkpoint: llama2.c's versioned format (magic 'ak42') is named, not 
     CAPTURE(msg);
     CHECK(contains(msg, "ak42"));
     CHECK(contains(msg, f.path));
-}
-
-// ---- the tokenizer file --------------------------------------------------------------------
-
-TEST_CASE("tokenizer file: without a model the vocabulary is every entry in the file") {
-    const std::vector<char> tok512 = tok512_bytes();
-    CHECK(tok_entries(tok512).size() == 512);
-    CHECK(glass::Llama2cTokenizer::load(test::shipped_tokenizer()).vocab_size() == 512);
-
-    const std::vector<char> llama2 = read_bytes(llama2_tokenizer_path());
-    CHECK(tok_entries(llama2).size() == 32000);
-    const auto big = glass::Llama2cTokenizer::load(llama2_tokenizer_path());
-    CHECK(big.vocab_size() == 32000);
-    // And the pieces are the file's pieces, read here independently.
-    const auto entries = tok_entries(llama2);
-    for (const int id : {0, 1, 2, 3, 258, 259, 1000, 31999}) {
-        CAPTURE(id);
-        const TokEntry& e = entries[static_cast<size_t>(id)];
-        CHECK(big.piece(id) == std::string(llama2.data() + e.bytes_at, static_cast<size_t>(e.len)));
-        CHECK(big.score(id) == f32_at(llama2, e.score_at));
-    }
-}
-
-TEST_CASE("tokenizer file: a vocabulary size other than the model's is rejected with both sizes") {
-    SUBCASE("Llama 2's 32000 pieces for the 512-token model") {
-        const std::string msg = error_of([] { (void)glass::Llama2cTokenizer::load(llama2_tokenizer_path(), 512); });
-        CAPTURE(msg);
-        CHECK(mentions(msg, 32000));
-        CHECK(mentions(msg, 512));
-        CHECK(contains(msg, llama2_tokenizer_path()));
-    }
-    SUBCASE("tok512 for a 32000-token model") {
-        const std::string msg = error_of([] { (void)glass::Llama2cTokenizer::load(test::shipped_tokenizer(), 32000); });
-        CAPTURE(msg);
-        CHECK(mentions(msg, 32000));
-        CHECK(mentions(msg, 512));
-    }
-    SUBCASE("the shipped model's vocabulary matches tok512") {
-        CHECK(glass::Llama2cTokenizer::load(test::shipped_tokenizer(), test::shipped().config.vocab_size)
-                  .vocab_size() == 512);
-    }
-}
-
-TEST_CASE("tokenizer file: missing, empty, and bad max_token_length") {
-    SUBCASE("missing") {
-        const std::string path = "/tmp/glass_test_tok_does_not_exist_" + std::to_string(::getpid()) + ".bin";
-        const std::string msg = error_of([&] { (void)glass::Llama2cTokenizer::load(path); });
-        CAPTURE(msg);
-        CHECK(contains(msg, path));
-    }
-    SUBCASE("empty") {
-        TempFile f({});
-        const std::string msg = error_of([&] { (void)glass::Llama2cTokenizer::load(f.path); });
-        CAPTURE(msg);
-        CHECK(contains(msg, f.path));
-    }
-    for (const std::int32_t v : {0, -1, INT32_MIN, (1 << 16) + 1, INT32_MAX}) {
-        CAPTURE(v);
-        std::vector<char> b = tok512_bytes();
-        put_i32(b, 0, v);
-        TempFile f(b);
-        const std::string msg = error_of([&] { (void)glass::Llama2cTokenizer::load(f.path); });
-        CAPTURE(msg);
-        CHECK(contains(msg, f.path));
-        CHECK(mentions(msg, v));
-    }
-}
-
-TEST_CASE("tokenizer file: a truncated entry names the piece") {
-    const std::vector<char>& full = tok512_bytes();
-    const std::vector<TokEntry> entries = tok_entries(full);
-    const TokEntry& last = entries.back();  // id 511
-    REQUIRE(entries.size() == 512);
-    REQUIRE(last.len >= 2);
-    struct Cut {
-        const char* what;
-        size_t keep;
-    };
-    const Cut cuts[] = {
-        {"inside the last piece's text", last.bytes_at + static_cast<size_t>(last.len) - 1},
-        {"right after the last piece's length", last.bytes_at},
-        {"inside the last piece's length", last.len_at + 2},
-        {"inside the last piece's score", last.score_at + 1},
-    };
-    for (const Cut& c : cuts) {
-        const std::string what = c.what;
-        CAPTURE(what);
-        std::vector<char> b(full.begin(), full.begin() + static_cast<long>(c.keep));
-        TempFile f(b);
-        const std::string msg = error_of([&] { (void)glass::Llama2cTokenizer::load(f.path); });
-        CAPTURE(msg);
-        CHECK(contains(msg, f.path));
-        CHECK(mentions(msg, 511));
-    }
-}
-
-TEST_CASE("tokenizer file: a negative or too long piece length names the piece and the length") {
-    const std::vector<TokEntry> entries = tok_entries(tok512_bytes());
-    const std::int32_t max_len = i32_at(tok512_bytes(), 0);
-    REQUIRE(max_len >= 1);
-    for (const std::int32_t bad : {-1, -7, INT32_MIN, max_len + 1, 1 << 20, INT32_MAX}) {
-        CAPTURE(bad);
-        std::vector<char> b = tok512_bytes();
-        put_i32(b, entries[100].len_at, bad);
-        TempFile f(b);
-        const std::string msg = error_of([&] { (void)glass::Llama2cTokenizer::load(f.path); });
-        CAPTURE(msg);
-        CHECK(contains(msg, f.path));
-        CHECK(mentions(msg, 100));
-        CHECK(mentions(msg, bad));
-    }
-}
-
-TEST_CASE("tokenizer: piece/decode/score of an id outside the vocabulary names the id") {
-    const glass::Llama2cTokenizer& tok = test::shipped_tok();
-    for (const int id : {-1, 512, 513, INT32_MIN, INT32_MAX}) {
-        CAPTURE(id);
-        std::string msg = error_of([&] { (void)tok.piece(id); });
-        CAPTURE(msg);
-        CHECK(mentions(msg, id));
-        CHECK(mentions(msg, 512));
-        msg = error_of([&] { (void)tok.decode(1, id); });
-        CHECK(mentions(msg, id));
-        msg = error_of([&] { (void)tok.decode(-1, id); });
-        CHECK(mentions(msg, id));
-        msg = error_of([&] { (void)tok.score(id); });
-        CHECK(mentions(msg, id));
-        msg = error_of([&] { (void)tok.decode_all({1, 300, id}); });
-        CHECK(mentions(msg, id));
-    }
-    // The edges of the valid range work.
-    CHECK(tok.piece(0) == "<unk>");
-    CHECK(tok.piece(511).size() > 0);
-    const auto big = glass::Llama2cTokenizer::load(llama2_tokenizer_path());
-    const std::string msg = error_of([&] { (void)big.piece(32000); });
-    CHECK(mentions(msg, 32000));
-}
-
-// ---- forward-pass errors -------------------------------------------------------------------
-
-TEST_CASE("forward: a token id outside the vocabulary is rejected and leaves the session usable") {
-    const glass::Model& m = test::shipped();
-    const std::vector<int> prompt = {1, 403, 407, 261, 378};  // "Once upon a time" (golden)
-    for (const int bad : {-1, 512, 100000, INT32_MIN}) {
-        CAPTURE(bad);
-        glass::CpuSession s(m);
-        std::vector<int> ids = prompt;
-        ids.push_back(bad);
-        std::string msg = error_of([&] { (void)s.prefill(ids); });
-        CAPTURE(msg);
-        CHECK(mentions(msg, bad));
-        CHECK(s.position() == 0);
-
-        ids.assign(1, bad);
-        msg = error_of([&] { (void)s.prefill(ids); });
-        CHECK(mentions(msg, bad));
-        CHECK(s.position() == 0);
-
-        (void)s.prefill(prompt);
-        REQUIRE(s.position() == 5);
-        msg = error_of([&] { (void)s.decode(bad); });
-        CHECK(mentions(msg, bad));
-        CHECK(s.position() == 5);
-    }
-    // The failed call must not have corrupted the cache: the next decode matches a session that
-    // never saw the bad id.
-    glass::CpuSession dirty(m), clean(m);
-    (void)dirty.prefill(prompt);
-    (void)clean.prefill(prompt);
-    (void)error_of([&] { (void)dirty.decode(512); });
-    const auto a = dirty.decode(432);
-    const std::vector<float> got(a.begin(), a.end());
-    const auto b = clean.decode(432);
-    const std::vector<float> want(b.begin(), b.end());
-    CHECK(dirty.position() == 6);
-    CHECK(got == want);
-}
-
-TEST_CASE("forward: a prompt longer than the context window and decoding past it are rejected") {
-    const glass::Model& m = test::shipped();
-    REQUIRE(m.config.seq_len == 512);
-    std::vector<int> ids(513);
-    ids[0] = 1;
-    for (size_t i = 1; i < ids.size(); ++i) ids[i] = 3 + static_cast<int>(i % 500);
-
-    glass::CpuSession s(m);
-    std::string msg = error_of([&] { (void)s.prefill(ids); });
-    CAPTURE(msg);
-    CHECK(mentions(msg, 513));
-    CHECK(mentions(msg, 512));
-    CHECK(s.position() == 0);
-
-    msg = error_of([&] { (void)s.prefill(std::vector<int>{}); });
-    CHECK(s.position() == 0);
-
-    // 512 positions fit exactly; the 513th does not, whether decoded or prefilled.
-    ids.pop_back();
-    const auto logits = s.prefill(ids);
-    CHECK(logits.size() == 512);
-    CHECK(s.position() == 512);
-    msg = error_of([&] { (void)s.decode(300); });
-    CAPTURE(msg);
-    CHECK(mentions(msg, 512));
-    CHECK(s.position() == 512);
-    msg = error_of([&] { (void)s.prefill(std::vector<int>{300, 301}); });
-    CHECK(mentions(msg, 512));
-    CHECK(s.position() == 512);
-
-    // Prefill in two chunks that overflow together.
-    glass::CpuSession t(m);
-    (void)t.prefill(std::span<const int>(ids.data(), 500));
-    std::vector<int> more(13, 300);
-    msg = error_of([&] { (void)t.prefill(more); });
-    CHECK(mentions(msg, 513));
-    CHECK(mentions(msg, 512));
-    CHECK(t.position() == 500);
-    // 12 more still fit.
-    more.pop_back();
-    (void)t.prefill(more);
-    CHECK(t.position() == 512);
-}
-
-TEST_CASE("forward: generate() rejects a prompt longer than the context window") {
-    const glass::Model& m = test::shipped();
-    const glass::Llama2cTokenizer& tok = test::shipped_tok();
-    // Digits are single pieces in tok512 and never merge (golden 'pi': 3.14159 -> one id each).
-    std::string prompt(511, '7');
-    const int n = static_cast<int>(tok.encode(prompt, true, false).size());
-    REQUIRE(n == 513);  // BOS, dummy space, 511 digits
-    glass::CpuSession s(m);
-    glass::GenerateOptions opt;
-    opt.max_new_tokens = 4;
-    const std::string msg = error_of([&] { (void)glass::generate(s, tok, prompt, opt); });
-    CAPTURE(msg);
-    CHECK(mentions(msg, 513));
-    CHECK(mentions(msg, 512));
 }
