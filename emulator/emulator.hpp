@@ -1,5 +1,5 @@
 /// \file
-/// \brief cuda/emulator/emulator.hpp — the CUDA execution model on the CPU, for readers without a GPU.
+/// \brief emulator/emulator.hpp — the CUDA execution model on the CPU, for readers without a GPU.
 /// ```text
 /// The .cu files in cuda/ are compiled twice: by nvcc for a real GPU (libglass_cuda.so), and by g++
 /// against this header for the CPU (libglass_cuda_emulated.so). Before g++ sees a .cu file,

@@ -1,5 +1,5 @@
 /// \file
-/// \brief cuda/emulator/emulator.cpp — runs CUDA kernels on the CPU (see emulator.hpp for what and why).
+/// \brief emulator/emulator.cpp — runs CUDA kernels on the CPU (see emulator.hpp for what and why).
 /// ```text
 /// Fibers come from Boost.Context: switching stacks portably (and restoring the floating-point
 /// control registers) is exactly the kind of small, subtle machine-specific code a well-kept library
