@@ -62,7 +62,7 @@ namespace glass::cuda {
 // for this runtime, no GPU) counts as "no device"; `why` then says what the runtime reported.
 bool device_present(std::string* why = nullptr);
 std::string device_name();  // "NVIDIA H200", ...
-// True in libglass_cuda_emulated (the same kernels run by the CPU emulator, cuda/emulator), false
+// True in libglass_cuda_emulated (the same kernels run by the CPU emulator, emulator/), false
 // in libglass_cuda: lets one compiled test program know which of the two it was linked to.
 bool runs_on_emulator();
 void synchronize(const char* what);  // waits for all queued work; names `what` on failure

@@ -11,13 +11,13 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 src=$(cd "$1" && pwd)
 out=$2
 
-# The files of the site: every public header, and the CUDA twin (docs/Doxyfile: cuda/ without the
-# emulator's stand-ins for NVIDIA's headers and for cuBLAS).
+# The files of the site: every public header, the CUDA twin (cuda/) and the CPU emulator's own
+# sources (docs/Doxyfile: emulator/ without its stand-ins for NVIDIA's headers and cuBLAS, and
+# without its tests).
 list_sources() {
   find "$src/include/glass" -name '*.hpp'
   find "$src/cuda" -maxdepth 1 \( -name '*.cu' -o -name '*.cuh' -o -name '*.hpp' -o -name '*.cpp' \)
-  echo "$src/cuda/emulator/emulator.hpp"
-  echo "$src/cuda/emulator/emulator.cpp"
+  find "$src/emulator" -maxdepth 1 \( -name '*.hpp' -o -name '*.cpp' \) ! -name cublas.cpp
 }
 # Doxygen's page name for a file: its base name, "_" -> "__", "." -> "_8" (as docs/md_filter.pl).
 page_name() { basename "$1" | sed -e 's/_/__/g' -e 's/\./_8/g'; }

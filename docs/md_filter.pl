@@ -6,8 +6,8 @@
 # so this filter rewrites each relative link before Doxygen reads the page:
 #   include/glass/NAME.hpp#L42-L54  ->  the annotated source page, at line 42
 #   include/glass/NAME.hpp          ->  the header's documentation page
-#   cuda/NAME.cu#L42-L54, cuda/NAME.cu (also .cuh, .hpp, .cpp, and cuda/emulator/emulator.hpp
-#   and emulator.cpp)               ->  the same, for the CUDA twin's files on the site
+#   cuda/NAME.cu#L42-L54, cuda/NAME.cu (also .cuh, .hpp, .cpp; and emulator/NAME.hpp, .cpp)
+#                                   ->  the same, for the CUDA twin's and the emulator's files
 #   examples/NN_name.cpp            ->  the example's page
 #   NAME.dox (a page written for Doxygen) ->  that page
 #   any other file in the repository (tests/, data/, cuda/CMakeLists.txt, ...) -> its path as
@@ -30,9 +30,9 @@ while (my $line = <>) {
               {"](" . doxygen_name($1) . "_source.html#l" . sprintf("%05d", $2) . ")"}ge;
     $line =~ s{\]\((?:\.\./)*include/glass/([A-Za-z0-9_/]+\.hpp)\)}
               {"](" . doxygen_name($1) . ".html)"}ge;
-    # cuda/ files on the site (docs/Doxyfile: not the emulator's stand-ins in cuda/emulator/include/
-    # nor cuda/emulator/cublas.cpp).
-    my $cuda = qr{(?:\.\./)*cuda/((?:emulator/)?(?!cublas\.cpp)[A-Za-z0-9_]+\.(?:cu|cuh|hpp|cpp))};
+    # cuda/ and emulator/ files on the site (docs/Doxyfile: not the emulator's stand-ins in
+    # emulator/include/, nor emulator/cublas.cpp, nor its tests).
+    my $cuda = qr{(?:\.\./)*(?:cuda|emulator)/((?!cublas\.cpp)[A-Za-z0-9_]+\.(?:cu|cuh|hpp|cpp))};
     $line =~ s{\]\($cuda#L(\d+)(?:-L\d+)?\)}
               {"](" . doxygen_name($1) . "_source.html#l" . sprintf("%05d", $2) . ")"}ge;
     $line =~ s{\]\($cuda\)}{"](" . doxygen_name($1) . ".html)"}ge;
@@ -41,7 +41,7 @@ while (my $line = <>) {
     # A page written as a .dox file (docs/pages/dataflow.dox) is the Doxygen page of that name.
     $line =~ s{\]\(([A-Za-z0-9_]+)\.dox\)}{]($1.html)}g;
     # Remaining relative links to repository files that are not pages of the site.
-    $line =~ s{\[([^\]]+)\]\(((?:\.\./)*(?:tests|cuda|data|tools|scripts|bench|models|examples|include)/[^)#\s]*)(?:#[^)\s]*)?\)}
+    $line =~ s{\[([^\]]+)\]\(((?:\.\./)*(?:tests|cuda|emulator|data|tools|scripts|bench|models|examples|include)/[^)#\s]*)(?:#[^)\s]*)?\)}
               {"$1 (`" . $2 =~ s{^(?:\.\./)+}{}r . "`)"}ge;
     print $line;
 }

@@ -7,7 +7,7 @@
 //      then greedy generation (run.c's -n 32) by CudaSession beside CpuSession, token for token;
 //      then the same decode replayed as one CUDA graph per step, against launching kernel by kernel.
 //
-// This program is linked to the CPU emulator build of cuda/ (cuda/emulator): the same .cu files,
+// This program is linked to the CPU emulator build of cuda/ (emulator/): the same .cu files,
 // compiled by g++, each GPU thread a fiber. So it runs anywhere, and what it proves is that the
 // kernels compute the same numbers as the reference — not how fast a GPU would do it.
 //

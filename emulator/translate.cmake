@@ -1,4 +1,4 @@
-# cuda/emulator/translate.cmake — turns a .cu file into C++ that g++ compiles against emulator.hpp.
+# emulator/translate.cmake — turns a .cu file into C++ that g++ compiles against emulator.hpp.
 #   cmake -DIN=cuda/attention.cu -DOUT=build/.../attention.cpp -P translate.cmake
 # Two rewrites, each keeping every newline where it was (so #line 1 keeps all line numbers right):
 #   kernel<<<config>>>(args)   ->  ::glass_emu::launch("kernel",
@@ -31,7 +31,7 @@ foreach(leftover "<<<" "extern __shared__")
   endif()
 endforeach()
 
-set(out "// Generated from ${IN} by cuda/emulator/translate.cmake. Do not edit.\n#line 1 \"${IN}\"\n${src}")
+set(out "// Generated from ${IN} by emulator/translate.cmake. Do not edit.\n#line 1 \"${IN}\"\n${src}")
 if(EXISTS "${OUT}")
   file(READ "${OUT}" old)
   if(old STREQUAL out)

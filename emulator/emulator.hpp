@@ -1,5 +1,5 @@
 /// \file
-/// \brief cuda/emulator/emulator.hpp — the CUDA execution model on the CPU, for readers without a GPU.
+/// \brief emulator/emulator.hpp — the CUDA execution model on the CPU, for readers without a GPU.
 /// ```text
 /// The .cu files in cuda/ are compiled twice: by nvcc for a real GPU (libglass_cuda.so), and by g++
 /// against this header for the CPU (libglass_cuda_emulated.so). Before g++ sees a .cu file,
@@ -11,10 +11,10 @@
 /// and line. Everything else — __global__, threadIdx, __syncthreads, __shfl_down_sync, __half — is
 /// defined below as ordinary C++.
 ///
-/// How a launch runs (emulator.cpp). One block at a time, one CPU thread. Each GPU thread of the block
-/// is a fiber (Boost.Context: a function with its own stack that can pause and resume). The
-/// scheduler resumes every runnable fiber in turn, thread (0,0,0) first; a fiber runs until it
-/// returns or reaches a synchronization point:
+/// How a launch runs (launch.cpp, scheduler.cpp). One block at a time, one CPU thread. Each GPU
+/// thread of the block is a fiber (Boost.Context: a function with its own stack that can pause
+/// and resume). The scheduler resumes every runnable fiber in turn, thread (0,0,0) first; a fiber
+/// runs until it returns or reaches a synchronization point:
 ///   __syncthreads()       waits until every thread of the block has arrived;
 ///   __shfl_*_sync(mask)   waits until every lane named in `mask` has arrived, then each lane
 ///                         receives its source lane's value (a warp is 32 consecutive threads).

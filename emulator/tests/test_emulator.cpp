@@ -1,4 +1,4 @@
-// tests/cuda/test_emulator.cpp — the CUDA emulator (cuda/emulator) against the rules of the GPU.
+// emulator/tests/test_emulator.cpp — the CUDA emulator (emulator/) against the rules of the GPU.
 //
 // The emulated harness (cuda_ops_emulated, cuda_model_emulated) is only worth something if the
 // emulator runs kernels the way a GPU does and refuses what a GPU would not run. So: barriers and

@@ -1,4 +1,4 @@
-// tests/cuda/emulator_kernels.hpp — the launchers of emulator_kernels.cu (device pointers in).
+// emulator/tests/emulator_kernels.hpp — the launchers of emulator_kernels.cu (device pointers in).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -1,8 +1,8 @@
-// tests/cuda/emulator_kernels.cu — small kernels that test the CUDA emulator itself
+// emulator/tests/emulator_kernels.cu — small kernels that test the CUDA emulator itself
 // (test_emulator.cpp): some compute something whose answer depends on barrier and shuffle
 // semantics being right, the others break a rule that a GPU would hang on or leave undefined,
 // and the emulator must refuse them with a message that says what happened.
-// Compiled only for the emulator (translated by cuda/emulator/translate.cmake, like cuda/*.cu).
+// Compiled only for the emulator (translated by emulator/translate.cmake, like cuda/*.cu).
 #include <cuda_runtime.h>
 
 #include "emulator_kernels.hpp"

@@ -1,5 +1,5 @@
 // cublas_v2.h for the CPU build: the declarations glass's matmul.cu uses. The emulated library
-// behind them is cuda/emulator/cublas.cpp, built as libcublas.so.<CUBLAS_VER_MAJOR> in the build
+// behind them is emulator/cublas.cpp, built as libcublas.so.<CUBLAS_VER_MAJOR> in the build
 // tree, which matmul.cu dlopens exactly as it opens NVIDIA's on a GPU machine.
 #pragma once
 #include "../emulator.hpp"

@@ -1,4 +1,4 @@
-// cuda/emulator/cublas.cpp — a stand-in libcublas for the CPU build: the seven entry points glass
+// emulator/cublas.cpp — a stand-in libcublas for the CPU build: the seven entry points glass
 // uses, with cuBLAS's column-major conventions and argument checks, so that the emulated
 // matmul_cublas exercises the same transposes and leading dimensions as on a GPU. Like the real
 // library (which is not built with --default-stream per-thread), a handle works on the legacy
