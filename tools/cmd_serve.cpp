@@ -457,6 +457,20 @@ std::thread signal_thread(const sigset_t& stop_signals, Shared& s, httplib::Serv
     });
 }
 
+// The startup line on stderr: the model, the backend, the KV pool, the engine's options.
+void log_startup(const Shared& s, const glass::ModelConfig& c, const BackendChoice& choice, const std::string& precision,
+                 glass::KvType kv, const glass::serve::EngineOptions& eo, int max_queue, const std::string& draft) {
+    std::fprintf(stderr,
+                 "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d, %s | "
+                 "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s | chat template %s\n",
+                 s.model.name.c_str(), c.dim, c.n_layers, c.vocab_size, c.seq_len,
+                 choice.name.c_str(), choice.name == "fast" ? (", " + std::to_string(choice.threads) + " threads, " + precision).c_str() : "",
+                 s.engine.num_blocks(), eo.block_size, glass::to_string(kv), eo.prefix_caching ? "on" : "off",
+                 eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue,
+                 eo.draft_k > 0 ? (" | draft " + draft + ", k " + std::to_string(eo.draft_k)).c_str() : "",
+                 s.model.chat.chat_template ? "the model's" : "none (plain layout)");
+}
+
 // The listening socket: --port, or any free port with --port 0. Returns the port.
 int bind_listener(httplib::Server& svr, const ServeOptions& so) {
     const int bound = so.port == 0 ? svr.bind_to_any_port(so.host) : (svr.bind_to_port(so.host, so.port) ? so.port : -1);
@@ -522,15 +536,7 @@ int cmd_serve(int argc, char** argv) {
     add_routes(svr, s);
     add_error_handlers(svr, s);
     const int bound = bind_listener(svr, so);
-    std::fprintf(stderr,
-                 "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d, %s | "
-                 "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s | chat template %s\n",
-                 s.model.name.c_str(), model.config.dim, model.config.n_layers, model.config.vocab_size, model.config.seq_len,
-                 choice.name.c_str(), choice.name == "fast" ? (", " + std::to_string(choice.threads) + " threads, " + precision).c_str() : "",
-                 engine.num_blocks(), eo.block_size, glass::to_string(fo.kv), eo.prefix_caching ? "on" : "off",
-                 eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, so.max_queue,
-                 eo.draft_k > 0 ? (" | draft " + flags.get("--draft", "") + ", k " + std::to_string(eo.draft_k)).c_str() : "",
-                 s.model.chat.chat_template ? "the model's" : "none (plain layout)");
+    log_startup(s, model.config, choice, precision, fo.kv, eo, so.max_queue, flags.get("--draft", ""));
     listen_until_stopped(svr, s, stop_signals, so, bound);
     return 0;
 }
