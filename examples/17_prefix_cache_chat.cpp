@@ -41,7 +41,8 @@
 #include "glass/fast/fast_paged_backend.hpp"
 #include "glass/fast/random_model.hpp"
 #include "glass/serve/engine.hpp"
-#include "glass/serve/measure.hpp"
+#include "glass/tokenize/number_tokenizer.hpp"
+#include "serve_measure.hpp"  // the benchmarks' harness (bench/measure/)
 #include "serving.hpp"
 #include "svg.hpp"
 
@@ -80,7 +81,7 @@ static int run(int argc, char** argv) {
                 user, reply);
 
     const glass::Model model = glass::fast::random_model_in_memory(c, /*seed=*/1);
-    const glass::serve::NumberTokenizer tok(c.vocab_size);
+    const glass::NumberTokenizer tok(c.vocab_size);
     glass::fast::FastPagedBackend backend(model, serving::fast_options(common.threads));
     serving::warm_up(backend, tok, last_prompt);
 
@@ -90,8 +91,8 @@ static int run(int argc, char** argv) {
     on.scheduler.max_tokens_per_step = c.seq_len;
     glass::serve::EngineOptions off = on;
     off.prefix_caching = false;
-    const std::vector<glass::serve::ChatTurn> cold = glass::serve::measure_chat(backend, tok, off, turns, user, reply);
-    const std::vector<glass::serve::ChatTurn> warm = glass::serve::measure_chat(backend, tok, on, turns, user, reply);
+    const std::vector<serve_measure::ChatTurn> cold = serve_measure::measure_chat(backend, tok, off, turns, user, reply);
+    const std::vector<serve_measure::ChatTurn> warm = serve_measure::measure_chat(backend, tok, on, turns, user, reply);
 
     std::printf("\ncolumns: prompt tokens | cached (cache on) | computed (cache on) | TTFT ms cache off | "
                 "TTFT ms cache on | on / off\n");
@@ -103,8 +104,8 @@ static int run(int argc, char** argv) {
     chart.series = {"prefix cache off", "prefix cache on"};
     double last_ratio = 0;
     for (int t = 0; t < turns; ++t) {
-        const glass::serve::ChatTurn& a = cold[static_cast<size_t>(t)];
-        const glass::serve::ChatTurn& b = warm[static_cast<size_t>(t)];
+        const serve_measure::ChatTurn& a = cold[static_cast<size_t>(t)];
+        const serve_measure::ChatTurn& b = warm[static_cast<size_t>(t)];
         if (a.prompt_tokens != b.prompt_tokens || a.cached_tokens != 0)
             glass::fail("turn ", t + 1, ": the two runs sent different prompts");
         last_ratio = b.ttft_ms / a.ttft_ms;

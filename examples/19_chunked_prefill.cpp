@@ -42,17 +42,18 @@
 #include "glass/fast/fast_paged_backend.hpp"
 #include "glass/fast/random_model.hpp"
 #include "glass/serve/engine.hpp"
-#include "glass/serve/measure.hpp"
+#include "glass/tokenize/number_tokenizer.hpp"
+#include "serve_measure.hpp"  // the benchmarks' harness (bench/measure/)
 #include "serving.hpp"
 #include "svg.hpp"
 
 // "8", or "7..8" when the decoders did not all get the same number of tokens.
-static std::string tokens_each(const glass::serve::StallResult& r) {
+static std::string tokens_each(const serve_measure::StallResult& r) {
     if (r.decoder_tokens_min == r.decoder_tokens_max) return std::to_string(r.decoder_tokens_min);
     return std::to_string(r.decoder_tokens_min) + ".." + std::to_string(r.decoder_tokens_max);
 }
 
-static void print_row(const char* label, const glass::serve::StallResult& r) {
+static void print_row(const char* label, const serve_measure::StallResult& r) {
     std::printf("%s: %d | %d | %d | %s | %.2f | %.2f | %.2f | %.1f\n", label, r.steps, r.long_prompt_steps,
                 r.largest_step_tokens, tokens_each(r).c_str(), r.max_gap_ms, r.mean_gap_ms, r.long_prompt_ttft_ms,
                 r.throughput_tokens_per_s);
@@ -96,7 +97,7 @@ static int run(int argc, char** argv) {
                 decoders, prompt_len, after);
 
     const glass::Model model = glass::fast::random_model_in_memory(c, /*seed=*/1);
-    const glass::serve::NumberTokenizer tok(c.vocab_size);
+    const glass::NumberTokenizer tok(c.vocab_size);
     glass::fast::FastPagedBackend backend(model, serving::fast_options(common.threads));
     serving::warm_up(backend, tok, prompt_len + decoders);  // the largest step either run makes
 
@@ -106,8 +107,8 @@ static int run(int argc, char** argv) {
     on.scheduler.max_tokens_per_step = budget;
     glass::serve::EngineOptions off = on;
     off.scheduler.chunked_prefill = false;
-    const glass::serve::StallResult whole = glass::serve::measure_stall(backend, tok, off, decoders, prompt_len, after);
-    const glass::serve::StallResult chunked = glass::serve::measure_stall(backend, tok, on, decoders, prompt_len, after);
+    const serve_measure::StallResult whole = serve_measure::measure_stall(backend, tok, off, decoders, prompt_len, after);
+    const serve_measure::StallResult chunked = serve_measure::measure_stall(backend, tok, on, decoders, prompt_len, after);
 
     std::printf("\ncolumns: steps | steps computing the long prompt | largest step tokens | tokens per decoder | "
                 "largest gap ms | mean gap ms | long prompt TTFT ms | tokens/s\n");

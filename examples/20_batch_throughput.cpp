@@ -42,7 +42,8 @@
 #include "glass/fast/benchmark.hpp"
 #include "glass/fast/fast_paged_backend.hpp"
 #include "glass/fast/random_model.hpp"
-#include "glass/serve/measure.hpp"
+#include "glass/tokenize/number_tokenizer.hpp"
+#include "serve_measure.hpp"  // the benchmarks' harness (bench/measure/)
 #include "serving.hpp"
 #include "svg.hpp"
 
@@ -68,7 +69,7 @@ static int run(int argc, char** argv) {
                 max_batch);
     serving::print_model(common.shape, c);
     const glass::Model model = glass::fast::random_model_in_memory(c, /*seed=*/1);
-    const glass::serve::NumberTokenizer tok(c.vocab_size);
+    const glass::NumberTokenizer tok(c.vocab_size);
     glass::fast::FastPagedBackend backend(model, serving::fast_options(common.threads));
     // 2 FLOPs (a multiply and an add) per weight of the layers and the classifier, and attention
     // over one position: the same count `glass serve-bench` uses.
@@ -91,7 +92,7 @@ static int run(int argc, char** argv) {
     chart.series = {"decode tokens/s"};
     double base = 0, base_step_ms = 0, at16 = 0, at64 = 0;
     for (int b = 1; b <= max_batch; b *= 2) {
-        const glass::serve::BatchPoint p = glass::serve::measure_decode_batch(backend, tok, b, steps, prompt_len);
+        const serve_measure::BatchPoint p = serve_measure::measure_decode_batch(backend, tok, b, steps, prompt_len);
         if (b == 1) base = p.decode_tokens_per_s, base_step_ms = p.step_ms;
         const double flops = p.decode_tokens_per_s * flops_per_token;
         char of_peak[16] = "n/a";

@@ -4,7 +4,7 @@
 // Not part of the journey. Speed depends on a model's shape, not on what its weights say, so these
 // examples build stories15M's or stories110M's shape (or the shipped stories260K's, which runs in
 // seconds on any kernel set) in memory with random weights (glass/fast/random_model.hpp) and serve
-// it with the fast CPU path (glass/fast/fast_paged_backend.hpp); glass::serve::NumberTokenizer
+// it with the fast CPU path (glass/fast/fast_paged_backend.hpp); glass::NumberTokenizer
 // stands in for a vocabulary.
 #pragma once
 
@@ -21,9 +21,9 @@
 #include "glass/fast/fast_model.hpp"
 #include "glass/fast/random_model.hpp"
 #include "glass/serve/engine.hpp"
-#include "glass/serve/measure.hpp"
 #include "glass/serve/paged_backend.hpp"
 #include "glass/tokenizer.hpp"
+#include "serve_measure.hpp"  // the benchmarks' harness (bench/measure/)
 #include "svg.hpp"
 
 namespace serving {
@@ -97,8 +97,8 @@ inline void warm_up(glass::serve::PagedBackend& backend, const glass::Tokenizer&
     eo.num_blocks = (rows + eo.block_size - 1) / eo.block_size;  // a pool just big enough
     glass::serve::Engine engine(backend, tok, eo);
     std::mt19937 rng(7);
-    engine.add_request_ids(glass::serve::random_prompt(rows, backend.config().vocab_size, rng),
-                           glass::serve::fixed_length(1));
+    engine.add_request_ids(serve_measure::random_prompt(rows, backend.config().vocab_size, rng),
+                           serve_measure::fixed_length(1));
     engine.run_to_completion();
 }
 

@@ -1,5 +1,5 @@
 // glass serve-bench: the serving engine under load and the C16/C17/C18/C20 experiments
-// (serve/measure.hpp). Speeds are never asserted here (they belong to bench/RESULTS.md); what is
+// (bench/measure/serve_measure.hpp). Speeds are never asserted here (they belong to bench/RESULTS.md); what is
 // checked is what the numbers are made of: token counts, block arithmetic, memory bounds, the
 // JSON contract, and errors that name the bad value.
 #include <doctest/doctest.h>

@@ -2,8 +2,11 @@
 //
 //   glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]
 //               [--backend fast|reference] [--threads N] [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--kv fp32|int8]
-//               [--max-queue N] [--block-size B] [--budget T] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]
-//               [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
+//               [--max-queue N] [--block-size B] [--pool-blocks N] [--budget T] [--max-running N] [--no-prefix-cache]
+//               [--no-chunked-prefill] [--shutdown-timeout S] [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
+//               [--chat-template FILE]
+//
+// The model, backend and engine flags are serve-bench's too (tools/serve_setup.hpp).
 //
 // The JSON of the API (requests, responses, stream chunks, errors, the chat template) is in
 // include/glass/serve/openai_api.hpp (requests) and openai_response.hpp (answers); the engine's thread and the mailboxes to it in
@@ -42,8 +45,8 @@
 #include <optional>
 #include <thread>
 
-#include "cli.hpp"
 #include "chat_setup.hpp"
+#include "cli.hpp"
 #include "serve_setup.hpp"
 #include "glass/glass.hpp"
 #include "glass/serve/engine_thread.hpp"
@@ -78,9 +81,11 @@ struct Shared {
 };
 
 // Counts one response as open from before it is submitted until its last byte is written
-// (held by the handler, or by the streaming callbacks, which httplib destroys last).
+// (held by the handler, and by a stream, which httplib's callbacks hold until they are destroyed).
 struct OpenResponse {
     explicit OpenResponse(Shared& s) : s(s) { ++s.open_responses; }
+    OpenResponse(const OpenResponse&) = delete;
+    OpenResponse& operator=(const OpenResponse&) = delete;
     ~OpenResponse() { --s.open_responses; }
     Shared& s;
 };
@@ -135,7 +140,127 @@ std::optional<openai::ApiError> failure_of(const Ticket& t) {
     return std::nullopt;
 }
 
-// POST /v1/completions and POST /v1/chat/completions.
+// A streamed completion ("stream": true) as server-sent events. httplib calls provide() again and
+// again until it calls sink.done(); each call waits up to 100 ms for new text and writes what came.
+// httplib calls release() when the response ends: written to the end, or cut short.
+//
+//   opening   a chat stream opens with the role, at once (before any text)
+//   text      each piece of text the ticket hands out, with its tokens' logprobs when asked
+//   closing   the finish reason (or an error event), the usage when asked, then [DONE]
+class CompletionStream {
+public:
+    CompletionStream(Shared& s, openai::CompletionRequest cr, openai::ResponseHeader header, std::shared_ptr<Ticket> ticket,
+                     std::string route)
+        : s_(s), open_(s), cr_(std::move(cr)), header_(std::move(header)), ticket_(std::move(ticket)), route_(std::move(route)),
+          logprobs_(cr_, s.tokenizer) {}
+
+    // One call of httplib's content provider; false when the client is gone.
+    bool provide(httplib::DataSink& sink) {
+        bool finished = false;
+        std::string out = opening();
+        if (out.empty()) out = next_events(finished);
+        if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // the client is gone
+        if (finished) {
+            complete_ = true;
+            sink.done();
+        }
+        return true;
+    }
+
+    // httplib's releaser: the log line, or, when the stream ended early (the client left, or the
+    // listener closed), the ticket cancelled so that the engine frees its blocks now.
+    void release() {
+        if (complete_) {
+            log_line(header_.id + " " + route_ + " 200 stream | " + describe(*ticket_) + " | finish " +
+                     (failure_of(*ticket_) ? "error" : openai::finish_reason(ticket_->result.stop_reason)));
+            return;
+        }
+        s_.engine.cancel(ticket_);
+        const bool finished = ticket_->wait_finished(Ms(2000));
+        log_line(header_.id + " " + route_ + " cancelled (client disconnected)" +
+                 (finished ? " | " + describe(*ticket_) : std::string(" | not finished yet")));
+    }
+
+private:
+    std::string opening() {
+        if (started_) return "";
+        started_ = true;
+        return cr_.chat ? openai::sse(openai::stream_chunk(cr_, header_, "", nullptr, /*first=*/true)) : "";
+    }
+
+    std::string next_events(bool& finished) {
+        std::string text;
+        finished = ticket_->wait(text, Ms(100));
+        logprobs_.add(ticket_->take_logprobs());
+        if (finished && !failure_of(*ticket_)) logprobs_.add_rest(ticket_->result);
+        std::string out;
+        if (!text.empty()) out += openai::sse(openai::stream_chunk(cr_, header_, text, nullptr, false, logprobs_.for_text(text)));
+        if (finished) out += closing();
+        return out;
+    }
+
+    std::string closing() {
+        std::string out;
+        if (const auto e = failure_of(*ticket_)) {
+            out += openai::sse(openai::error_body(*e));
+        } else {
+            out += openai::sse(openai::stream_chunk(cr_, header_, "", openai::finish_reason(ticket_->result.stop_reason), false,
+                                                    logprobs_.rest()));
+            if (cr_.include_usage) out += openai::sse(openai::usage_chunk(cr_, header_, ticket_->result));
+        }
+        return out + openai::kSseDone;
+    }
+
+    Shared& s_;
+    OpenResponse open_;  // open until httplib destroys the callbacks that hold this stream
+    const openai::CompletionRequest cr_;
+    const openai::ResponseHeader header_;
+    const std::shared_ptr<Ticket> ticket_;
+    const std::string route_;
+    bool started_ = false;
+    bool complete_ = false;  // the last event was written
+    openai::LogprobsStream logprobs_;  // hands the tokens' logprobs out beside their text
+};
+
+// The parsed request as a ticket for the engine thread; null when it was refused (answered here).
+std::shared_ptr<Ticket> submit(Shared& s, const httplib::Request& req, httplib::Response& res, const openai::CompletionRequest& cr,
+                               const std::string& name, glass::serve::Clock::time_point arrival) {
+    auto ticket = std::make_shared<Ticket>();
+    ticket->prompt_ids = cr.prompt_ids;
+    ticket->options = cr.options;
+    ticket->arrival = arrival;
+    ticket->name = name;  // the live view's name for it
+    switch (s.engine.submit(ticket)) {
+        case glass::serve::Admission::accepted: return ticket;
+        case glass::serve::Admission::queue_full:
+            send_error(res, req,
+                       openai::ApiError(503, "the server is full: " + std::to_string(s.engine.max_in_flight()) +
+                                                 " requests in flight (its --max-queue); retry later",
+                                        "", "queue_full", "server_error"));
+            break;
+        case glass::serve::Admission::shutting_down:
+            send_error(res, req, openai::ApiError(503, "the server is shutting down", "", "shutting_down", "server_error"));
+            break;
+    }
+    s.engine.count_rejected();
+    return nullptr;
+}
+
+// A plain response: the text comes whole in the result.
+void answer_whole(Shared& s, const httplib::Request& req, httplib::Response& res, const openai::CompletionRequest& cr,
+                  const openai::ResponseHeader& header, Ticket& ticket) {
+    while (!ticket.wait_finished(Ms(1000))) {}
+    if (const auto e = failure_of(ticket)) {
+        send_error(res, req, *e);
+        return;
+    }
+    send_json(res, 200, openai::completion_response(cr, header, ticket.result, s.tokenizer));
+    log_line(header.id + " " + req.method + " " + req.path + " 200 | " + describe(ticket) + " | finish " +
+             openai::finish_reason(ticket.result.stop_reason));
+}
+
+// POST /v1/completions and POST /v1/chat/completions: check the key, parse the body, submit,
+// then answer whole or as a stream.
 void handle_completion(Shared& s, const httplib::Request& req, httplib::Response& res, bool chat) {
     const glass::serve::Clock::time_point arrival = glass::serve::Clock::now();
     if (!authorized(s, req, res)) {
@@ -151,196 +276,61 @@ void handle_completion(Shared& s, const httplib::Request& req, httplib::Response
         s.engine.count_rejected();
         return;
     }
-
-    auto open = std::make_shared<OpenResponse>(s);
-    auto ticket = std::make_shared<Ticket>();
-    ticket->prompt_ids = cr.prompt_ids;
-    ticket->options = cr.options;
-    ticket->arrival = arrival;
-    ticket->name = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(number);  // the live view's name for it
-    switch (s.engine.submit(ticket)) {
-        case glass::serve::Admission::accepted: break;
-        case glass::serve::Admission::queue_full:
-            send_error(res, req,
-                       openai::ApiError(503, "the server is full: " + std::to_string(s.engine.max_in_flight()) +
-                                                 " requests in flight (its --max-queue); retry later",
-                                        "", "queue_full", "server_error"));
-            s.engine.count_rejected();
-            return;
-        case glass::serve::Admission::shutting_down:
-            send_error(res, req, openai::ApiError(503, "the server is shutting down", "", "shutting_down", "server_error"));
-            s.engine.count_rejected();
-            return;
-    }
-    const openai::ResponseHeader header{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(number),
-                                        static_cast<std::int64_t>(std::time(nullptr)), s.model.name};
-    const std::string route = req.method + " " + req.path;
-
+    const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(number);
+    const OpenResponse open(s);  // a plain response is open until this handler returns; a stream holds its own
+    const std::shared_ptr<Ticket> ticket = submit(s, req, res, cr, id, arrival);
+    if (!ticket) return;
+    const openai::ResponseHeader header{id, static_cast<std::int64_t>(std::time(nullptr)), s.model.name};
     if (!cr.stream) {
-        while (!ticket->wait_finished(Ms(1000))) {}  // the text comes whole in the result
-        if (const auto e = failure_of(*ticket)) {
-            send_error(res, req, *e);
-            return;
-        }
-        send_json(res, 200, openai::completion_response(cr, header, ticket->result, s.tokenizer));
-        log_line(header.id + " " + route + " 200 | " + describe(*ticket) + " | finish " +
-                 openai::finish_reason(ticket->result.stop_reason));
+        answer_whole(s, req, res, cr, header, *ticket);
         return;
     }
 
-    // Streaming: httplib calls the provider again and again until it calls sink.done(); each
-    // call waits up to 100 ms for new text and writes what came as events.
-    struct StreamState {
-        bool started = false;
-        bool complete = false;  // the last event was written
-        openai::LogprobsStream logprobs;  // hands the tokens' logprobs out beside their text
-    };
-    auto state = std::make_shared<StreamState>(StreamState{false, false, openai::LogprobsStream(cr, s.tokenizer)});
+    auto stream = std::make_shared<CompletionStream>(s, cr, header, ticket, req.method + " " + req.path);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream",
-        [cr, header, ticket, state](size_t, httplib::DataSink& sink) {
-            std::string out;
-            bool finished = false;
-            if (!state->started) {  // a chat stream opens with the role, at once
-                state->started = true;
-                if (cr.chat) out = openai::sse(openai::stream_chunk(cr, header, "", nullptr, /*first=*/true));
-            }
-            if (out.empty()) {
-                std::string text;
-                finished = ticket->wait(text, Ms(100));
-                state->logprobs.add(ticket->take_logprobs());
-                if (finished && !failure_of(*ticket)) state->logprobs.add_rest(ticket->result);
-                if (!text.empty())
-                    out += openai::sse(openai::stream_chunk(cr, header, text, nullptr, false, state->logprobs.for_text(text)));
-                if (finished) {
-                    if (const auto e = failure_of(*ticket)) {
-                        out += openai::sse(openai::error_body(*e));
-                    } else {
-                        out += openai::sse(openai::stream_chunk(cr, header, "", openai::finish_reason(ticket->result.stop_reason),
-                                                                false, state->logprobs.rest()));
-                        if (cr.include_usage) out += openai::sse(openai::usage_chunk(cr, header, ticket->result));
-                    }
-                    out += openai::kSseDone;
-                }
-            }
-            if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // the client is gone
-            if (finished) {
-                state->complete = true;
-                sink.done();
-            }
-            return true;
-        },
-        [&s, ticket, state, open, header, route](bool) {
-            if (state->complete) {
-                log_line(header.id + " " + route + " 200 stream | " + describe(*ticket) + " | finish " +
-                         (failure_of(*ticket) ? "error" : openai::finish_reason(ticket->result.stop_reason)));
-                return;
-            }
-            // The stream ended early: the client left (or the listener closed). Free the blocks now.
-            s.engine.cancel(ticket);
-            const bool finished = ticket->wait_finished(Ms(2000));
-            log_line(header.id + " " + route + " cancelled (client disconnected)" +
-                     (finished ? " | " + describe(*ticket) : std::string(" | not finished yet")));
-        });
+        "text/event-stream", [stream](size_t, httplib::DataSink& sink) { return stream->provide(sink); },
+        [stream](bool) { stream->release(); });
 }
 
-}  // namespace
+// ---- Setting up: options, model, tokenizer ----------------------------------------------------
 
-int cmd_serve(int argc, char** argv) {
-    // SIGINT and SIGTERM go to one thread that waits for them (below): block them before any
-    // other thread exists (the engine's, the fast backend's pool, httplib's), which inherit this.
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not the end of the server
+// serve's own flags (the engine's come from serve_setup.hpp).
+struct ServeOptions {
+    std::string host;
+    int port = 8000;
+    int max_queue = 64;        // requests in flight at most
+    double shutdown_s = 10.0;  // grace period for those in flight after SIGINT/SIGTERM
+};
 
-    Flags flags("serve", {{"-m", true}, {"-t", true}, {"--host", true}, {"--port", true}, {"--api-key", true},
-                          {"--backend", true}, {"--threads", true}, {"--max-queue", true}, {"--block-size", true},
-                          {"--budget", true}, {"--no-prefix-cache", false}, {"--no-chunked-prefill", false},
-                          {"--shutdown-timeout", true}, {"--shape", true}, {"--context", true},
-                          {"--draft", true}, {"--draft-k", true}, {"--precision", true}, {"--kv", true},
-                          {"--chat-template", true}});
-    flags.parse(argc, argv, 2);
-    if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
-    const std::string host = flags.get("--host", "127.0.0.1");
-    const int port = flags.number<int>("--port").value_or(8000);
-    if (port < 0 || port > 65535) throw UsageError("--port must be in [0, 65535] (0 = any free port), got " + std::to_string(port));
-    const std::string backend_name = flags.get("--backend", "fast");
-    if (backend_name != "fast" && backend_name != "reference")
-        throw UsageError("--backend must be fast or reference, got '" + backend_name + "'");
-    if (backend_name == "reference" && (flags.has("--threads") || flags.has("--precision")))
-        throw UsageError("--threads and --precision apply to --backend fast");
-    const int threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    if (threads < 1 || threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(threads));
-    const int max_queue = flags.number<int>("--max-queue").value_or(64);
-    if (max_queue < 1 || max_queue > 4096) throw UsageError("--max-queue must be in [1, 4096], got " + std::to_string(max_queue));
-    const double shutdown_s = flags.number<double>("--shutdown-timeout").value_or(10.0);
-    if (!(shutdown_s >= 0 && shutdown_s <= 3600))
+ServeOptions serve_options_from_flags(const Flags& flags) {
+    const ServeOptions o{.host = flags.get("--host", "127.0.0.1"),
+                         .port = flags.number<int>("--port").value_or(8000),
+                         .max_queue = flags.number<int>("--max-queue").value_or(64),
+                         .shutdown_s = flags.number<double>("--shutdown-timeout").value_or(10.0)};
+    if (o.port < 0 || o.port > 65535) throw UsageError("--port must be in [0, 65535] (0 = any free port), got " + std::to_string(o.port));
+    if (o.max_queue < 1 || o.max_queue > 4096) throw UsageError("--max-queue must be in [1, 4096], got " + std::to_string(o.max_queue));
+    if (!(o.shutdown_s >= 0 && o.shutdown_s <= 3600))
         throw UsageError("--shutdown-timeout must be in [0, 3600] seconds, got " + flags.get("--shutdown-timeout", ""));
-    glass::serve::EngineOptions eo;
-    eo.block_size = flags.number<int>("--block-size").value_or(16);
-    eo.scheduler.max_tokens_per_step = flags.number<int>("--budget").value_or(256);
-    eo.prefix_caching = !flags.has("--no-prefix-cache");
-    eo.scheduler.chunked_prefill = !flags.has("--no-chunked-prefill");
-    if (eo.block_size < 1) throw UsageError("--block-size must be >= 1, got " + std::to_string(eo.block_size));
-    if (eo.scheduler.max_tokens_per_step < 1)
-        throw UsageError("--budget must be >= 1, got " + std::to_string(eo.scheduler.max_tokens_per_step));
+    return o;
+}
 
-    // The model: a file (-m, default the shipped one), or --shape NAME: random weights of that
-    // shape made in memory (as serve-bench), to measure the server at a real model's size.
-    if (flags.has("-m") && flags.has("--shape")) throw UsageError("give -m MODEL or --shape NAME, not both");
-    const std::string model_path = flags.has("--shape") ? flags.get("--shape", "") : flags.get("-m", kDefaultModel);
-    const glass::Model model = [&] {
-        if (!flags.has("--shape")) {  // llama2.c, GGUF or a folder; the fast backend packs from the stored blocks
-            glass::Model m = glass::load_model(model_path, backend_name == "fast" ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
-            context_from_flags(flags, m);
-            return m;
-        }
-        return glass::fast::random_model_in_memory(shape_config_from_flags(flags), /*seed=*/1);
-    }();
-    // The tokenizer: -t (default the shipped one) when its vocabulary is the model's. A shape's
-    // 32000 ids are not the shipped tok512's: then NumberTokenizer (token i reads " i", as in
-    // serve-bench), and clients send prompts as token ids (a text prompt would be BOS alone).
-    std::unique_ptr<glass::Tokenizer> tok_owner;
-    if (!flags.has("--shape")) {
-        tok_owner = glass::load_model_tokenizer(model_path, model, flags.get("-t", ""), kDefaultTokenizer);
-    } else {
-        auto file_tok = glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer));
-        if (file_tok.vocab_size() == model.config.vocab_size)
-            tok_owner = std::make_unique<glass::Llama2cTokenizer>(std::move(file_tok));
-        else if (flags.has("-t"))
-            glass::fail("tokenizer '", flags.get("-t", ""), "' has ", file_tok.vocab_size(), " pieces but the shape ",
-                        model_path, " has a vocabulary of ", model.config.vocab_size);
-        else
-            tok_owner = std::make_unique<glass::serve::NumberTokenizer>(model.config.vocab_size);
-    }
-    const glass::Tokenizer& tok = *tok_owner;
-    // No --precision: the type the file stores its matrices in (fp32 for llama2.c and shapes).
-    const std::string precision = flags.get("--precision", glass::fast::to_string(glass::fast::stored_weight_type(model)));
-    glass::fast::FastOptions fo;
-    fo.threads = threads;
-    fo.weights = glass::fast::weight_type_from_string(precision);
-    fo.kv = kv_from_flags(flags);  // both backends
-    const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, model, fo);
-    std::vector<std::unique_ptr<glass::Model>> draft_models;  // --draft: speculative decoding in the engine
-    engine_draft_from_flags(flags, backend_name, model, fo, draft_models, eo);
-    glass::serve::EngineThread engine(*backend, tok, eo, max_queue);
+// The tokenizer: -t (default the shipped one) when its vocabulary is the model's. A shape's 32000
+// ids are not the shipped tok512's: then NumberTokenizer (token i reads " i", as in serve-bench),
+// and clients send prompts as token ids (a text prompt would be BOS alone).
+std::unique_ptr<glass::Tokenizer> tokenizer_from_flags(const Flags& flags, const std::string& model_path, const glass::Model& model) {
+    if (!flags.has("--shape")) return glass::load_model_tokenizer(model_path, model, flags.get("-t", ""), kDefaultTokenizer);
+    auto file_tok = glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer));
+    if (file_tok.vocab_size() == model.config.vocab_size) return std::make_unique<glass::Llama2cTokenizer>(std::move(file_tok));
+    if (flags.has("-t"))
+        glass::fail("tokenizer '", flags.get("-t", ""), "' has ", file_tok.vocab_size(), " pieces but the shape ", model_path,
+                    " has a vocabulary of ", model.config.vocab_size);
+    return std::make_unique<glass::NumberTokenizer>(model.config.vocab_size);
+}
 
-    Shared s{{std::filesystem::path(model_path).stem().string(), engine.request_positions(), model.config.vocab_size,
-              static_cast<std::int64_t>(std::time(nullptr)), {}},
-             tok,
-             engine,
-             flags.get("--api-key", ""),
-             static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count())};
+// ---- The HTTP server: settings, routes, error handlers ------------------------------------------
 
-    // A chat's messages become the prompt through the model's chat template (or --chat-template
-    // FILE); a model without one (llama2.c, --shape) keeps the plain layout (openai_chat.hpp).
-    s.model.chat = chat_format_from_flags(flags, flags.has("--shape") ? "" : model_path, tok);
-
-    httplib::Server svr;
+void configure(httplib::Server& svr, int max_queue) {
     // Every request in flight holds its connection's thread while it waits or streams: room for
     // --max-queue of them, plus a few for /health, /v1/models and refusals.
     const size_t http_threads = static_cast<size_t>(max_queue) + 8;
@@ -354,7 +344,10 @@ int cmd_serve(int argc, char** argv) {
     });
     svr.set_tcp_nodelay(true);  // each event goes out when written (Nagle would hold it for the client's delayed ACK, ~40 ms)
     svr.set_keep_alive_timeout(2);  // an idle keep-alive connection holds a thread (and delays shutdown) this long
+}
 
+void add_routes(httplib::Server& svr, Shared& s) {
+    glass::serve::EngineThread& engine = s.engine;  // ([&] on a reference captures what it refers to)
     svr.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) { handle_completion(s, req, res, false); });
     svr.Post("/v1/chat/completions",
              [&](const httplib::Request& req, httplib::Response& res) { handle_completion(s, req, res, true); });
@@ -384,6 +377,10 @@ int cmd_serve(int argc, char** argv) {
     svr.Get("/", [&](const httplib::Request&, httplib::Response& res) {
         res.set_content(kServePage, "text/html; charset=utf-8");
     });
+}
+
+void add_error_handlers(httplib::Server& svr, Shared& s) {
+    glass::serve::EngineThread& engine = s.engine;
     // Statuses httplib sets itself (404 no route, 413 body too large, ...) get an OpenAI body too.
     svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
@@ -403,7 +400,7 @@ int cmd_serve(int argc, char** argv) {
                                                   res.status >= 500 ? "server_error" : "invalid_request_error"));
         return httplib::Server::HandlerResponse::Handled;
     }));
-    svr.set_exception_handler([&](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    svr.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown error";
         try {
             std::rethrow_exception(ep);
@@ -413,26 +410,27 @@ int cmd_serve(int argc, char** argv) {
         }
         send_error(res, req, openai::ApiError(500, what, "", "internal_error", "server_error"));
     });
+}
 
-    const int bound = port == 0 ? svr.bind_to_any_port(host) : (svr.bind_to_port(host, port) ? port : -1);
-    if (bound < 0) glass::fail("cannot listen on ", host, ":", port, " (address in use, or not an address of this machine?)");
-    std::fprintf(stderr,
-                 "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d, %s | "
-                 "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s | chat template %s\n",
-                 s.model.name.c_str(), model.config.dim, model.config.n_layers, model.config.vocab_size, model.config.seq_len,
-                 backend_name.c_str(), backend_name == "fast" ? (", " + std::to_string(threads) + " threads, " + precision).c_str() : "",
-                 engine.num_blocks(), eo.block_size, glass::to_string(fo.kv), eo.prefix_caching ? "on" : "off",
-                 eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue,
-                 eo.draft_k > 0 ? (" | draft " + flags.get("--draft", "") + ", k " + std::to_string(eo.draft_k)).c_str() : "",
-                 s.model.chat.chat_template ? "the model's" : "none (plain layout)");
-    std::printf("listening on http://%s:%d\n", host.c_str(), bound);
-    std::fflush(stdout);
+// ---- Signals: SIGINT and SIGTERM drain, then stop ---------------------------------------------
 
-    // The signal thread: the first signal drains (new requests get 503, the ones in flight get
-    // the grace period), then closes the listener once every response is written; a second
-    // signal cancels what is left at once.
-    std::atomic<bool> server_ended{false};
-    std::thread signals([&] {
+// SIGINT and SIGTERM go to one thread that waits for them (signal_thread): block them before any
+// other thread exists (the engine's, the fast backend's pool, httplib's), which inherit this.
+sigset_t block_stop_signals() {
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not the end of the server
+    return stop_signals;
+}
+
+// The first signal drains (new requests get 503, the ones in flight get the grace period), then
+// closes the listener once every response is written; a second signal cancels what is left at once.
+std::thread signal_thread(const sigset_t& stop_signals, Shared& s, httplib::Server& svr, double shutdown_s,
+                          const std::atomic<bool>& server_ended) {
+    return std::thread([&stop_signals, &s, &svr, shutdown_s, &server_ended] {
         bool draining = false;
         glass::serve::Clock::time_point give_up{};
         while (!server_ended) {
@@ -446,10 +444,10 @@ int cmd_serve(int argc, char** argv) {
                 std::snprintf(line, sizeof line, "%s: shutting down; %d requests in flight may finish within %g s",
                               sig == SIGINT ? "SIGINT" : "SIGTERM", s.open_responses.load(), shutdown_s);
                 log_line(line);
-                engine.drain(grace);
+                s.engine.drain(grace);
             } else if (sig > 0) {
                 log_line("second signal: cancelling the requests in flight");
-                engine.drain(Ms(0));
+                s.engine.drain(Ms(0));
             }
             if (draining && (s.open_responses == 0 || glass::serve::Clock::now() > give_up)) {
                 svr.stop();
@@ -457,12 +455,89 @@ int cmd_serve(int argc, char** argv) {
             }
         }
     });
+}
+
+// The startup line on stderr: the model, the backend, the KV pool, the engine's options.
+void log_startup(const Shared& s, const glass::ModelConfig& c, const BackendChoice& choice, const std::string& precision,
+                 glass::KvType kv, const glass::serve::EngineOptions& eo, int max_queue, const std::string& draft) {
+    std::fprintf(stderr,
+                 "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d, %s | "
+                 "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s | chat template %s\n",
+                 s.model.name.c_str(), c.dim, c.n_layers, c.vocab_size, c.seq_len,
+                 choice.name.c_str(), choice.name == "fast" ? (", " + std::to_string(choice.threads) + " threads, " + precision).c_str() : "",
+                 s.engine.num_blocks(), eo.block_size, glass::to_string(kv), eo.prefix_caching ? "on" : "off",
+                 eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue,
+                 eo.draft_k > 0 ? (" | draft " + draft + ", k " + std::to_string(eo.draft_k)).c_str() : "",
+                 s.model.chat.chat_template ? "the model's" : "none (plain layout)");
+}
+
+// The listening socket: --port, or any free port with --port 0. Returns the port.
+int bind_listener(httplib::Server& svr, const ServeOptions& so) {
+    const int bound = so.port == 0 ? svr.bind_to_any_port(so.host) : (svr.bind_to_port(so.host, so.port) ? so.port : -1);
+    if (bound < 0) glass::fail("cannot listen on ", so.host, ":", so.port, " (address in use, or not an address of this machine?)");
+    return bound;
+}
+
+// Announces the address on stdout, serves until the signal thread stops the server, then stops
+// the engine.
+void listen_until_stopped(httplib::Server& svr, Shared& s, const sigset_t& stop_signals, const ServeOptions& so, int bound) {
+    std::printf("listening on http://%s:%d\n", so.host.c_str(), bound);
+    std::fflush(stdout);
+    std::atomic<bool> server_ended{false};
+    std::thread signals = signal_thread(stop_signals, s, svr, so.shutdown_s, server_ended);
     const bool listened = svr.listen_after_bind();  // returns after stop(), once every connection thread is done
     server_ended = true;
     signals.join();
-    engine.stop();
-    if (!listened) glass::fail("the HTTP server on ", host, ":", bound, " stopped with an error");
-    log_line("stopped | KV blocks free " + std::to_string(engine.free_blocks()) + "/" + std::to_string(engine.num_blocks()));
+    s.engine.stop();
+    if (!listened) glass::fail("the HTTP server on ", so.host, ":", bound, " stopped with an error");
+    log_line("stopped | KV blocks free " + std::to_string(s.engine.free_blocks()) + "/" + std::to_string(s.engine.num_blocks()));
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+    const sigset_t stop_signals = block_stop_signals();  // first, before any thread starts
+
+    // Options from flags: serve's own, then the engine's (shared with serve-bench).
+    Flags flags("serve", with_engine_flags({{"-t", true}, {"--host", true}, {"--port", true}, {"--api-key", true},
+                                            {"--max-queue", true}, {"--shutdown-timeout", true}, {"--chat-template", true}}));
+    flags.parse(argc, argv, 2);
+    if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
+    const ServeOptions so = serve_options_from_flags(flags);
+    const BackendChoice choice = backend_from_flags(flags);
+    glass::serve::EngineOptions eo = engine_options_from_flags(flags);
+
+    // The model: a file (-m, default the shipped one), or --shape NAME: random weights of that
+    // shape made in memory (as serve-bench), to measure the server at a real model's size.
+    if (flags.has("-m") && flags.has("--shape")) throw UsageError("give -m MODEL or --shape NAME, not both");
+    const std::string model_path = flags.has("--shape") ? flags.get("--shape", "") : flags.get("-m", kDefaultModel);
+    const glass::Model model = model_from_flags(flags, choice, model_path, /*seed=*/1);
+    const std::unique_ptr<glass::Tokenizer> tok = tokenizer_from_flags(flags, model_path, model);
+    const std::string precision = precision_from_flags(flags, model);
+    const glass::fast::FastOptions fo = fast_options_from_flags(flags, choice, precision);
+    const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(choice.name, model, fo);
+    std::vector<std::unique_ptr<glass::Model>> draft_models;  // --draft: speculative decoding in the engine
+    engine_draft_from_flags(flags, choice.name, model, fo, draft_models, eo);
+    glass::serve::EngineThread engine(*backend, *tok, eo, so.max_queue);
+
+    Shared s{{std::filesystem::path(model_path).stem().string(), engine.request_positions(), model.config.vocab_size,
+              static_cast<std::int64_t>(std::time(nullptr)), {}},
+             *tok,
+             engine,
+             flags.get("--api-key", ""),
+             static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count())};
+    // A chat's messages become the prompt through the model's chat template (or --chat-template
+    // FILE); a model without one (llama2.c, --shape) keeps the plain layout (openai_chat.hpp).
+    s.model.chat = chat_format_from_flags(flags, flags.has("--shape") ? "" : model_path, *tok);
+
+    // The routes; the startup line on stderr; then serve until a signal stops it.
+    httplib::Server svr;
+    configure(svr, so.max_queue);
+    add_routes(svr, s);
+    add_error_handlers(svr, s);
+    const int bound = bind_listener(svr, so);
+    log_startup(s, model.config, choice, precision, fo.kv, eo, so.max_queue, flags.get("--draft", ""));
+    listen_until_stopped(svr, s, stop_signals, so, bound);
     return 0;
 }
 

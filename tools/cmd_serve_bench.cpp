@@ -1,5 +1,5 @@
 // glass serve-bench — the serving engine under load, and the figures C16, C17, C18, C20, each
-// measured beside its baseline in the same command (serve/measure.hpp does the measuring).
+// measured beside its baseline in the same command (bench/measure/serve_measure.hpp does the measuring).
 //
 //   glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference]
 //       [--threads N] [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--kv fp32|int8]
@@ -21,6 +21,7 @@
 #include "cli.hpp"
 #include "serve_setup.hpp"
 #include "glass/glass.hpp"
+#include "serve_measure.hpp"  // the benchmarks' harness (bench/measure/)
 
 namespace cli {
 
@@ -41,41 +42,17 @@ std::pair<int, int> range_flag(const Flags& flags, const std::string& name, std:
     return {a, b};
 }
 
-}  // namespace
+// The measuring flags: the load run's spec, and the sizes of the C16 and C18 experiments.
+struct Measures {
+    serve_measure::LoadSpec load;
+    int chat_turns = 0;      // C16: --chat-turns
+    int long_prompt = 2000;  // C18: --long-prompt
+    int decoders = 8;        // C18: --decoders
+};
 
-int cmd_serve_bench(int argc, char** argv) {
-    Flags flags("serve-bench",
-                {{"-m", true}, {"--shape", true}, {"--context", true}, {"--backend", true}, {"--threads", true},
-                 {"--precision", true}, {"--requests", true}, {"--rate", true}, {"--prompt-len", true},
-                 {"--gen", true}, {"--shared-prefix", true}, {"--block-size", true}, {"--pool-blocks", true},
-                 {"--budget", true}, {"--max-running", true}, {"--no-prefix-cache", false},
-                 {"--no-chunked-prefill", false}, {"--seed", true}, {"--batch-sweep", false},
-                 {"--chat-turns", true}, {"--stall", false}, {"--long-prompt", true}, {"--decoders", true},
-                 {"--json", false}, {"--draft", true}, {"--draft-k", true}, {"--kv", true}});
-    flags.parse(argc, argv, 2);
-    if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
-    if (flags.has("-m") == flags.has("--shape"))
-        throw UsageError("glass serve-bench needs a model: -m FILE, or --shape stories15M|stories110M|tinyllama1b");
-    const std::string backend_name = flags.get("--backend", "fast");
-    if (backend_name != "fast" && backend_name != "reference")
-        throw UsageError("--backend must be fast or reference, got '" + backend_name + "'");
-    const int threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    if (threads < 1 || threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(threads));
-    if (backend_name == "reference" && (flags.has("--threads") || flags.has("--precision")))
-        throw UsageError("--threads and --precision apply to --backend fast");
-
-    glass::serve::EngineOptions eo;
-    eo.block_size = flags.number<int>("--block-size").value_or(16);
-    eo.num_blocks = flags.number<int>("--pool-blocks").value_or(0);
-    eo.prefix_caching = !flags.has("--no-prefix-cache");
-    eo.scheduler.max_tokens_per_step = flags.number<int>("--budget").value_or(256);
-    eo.scheduler.max_running = flags.number<int>("--max-running").value_or(64);
-    eo.scheduler.chunked_prefill = !flags.has("--no-chunked-prefill");
-    if (eo.block_size < 1) throw UsageError("--block-size must be >= 1, got " + std::to_string(eo.block_size));
-    if (eo.num_blocks < 0) throw UsageError("--pool-blocks must be >= 1, got " + std::to_string(eo.num_blocks));
-    const std::string draft_spec = flags.get("--draft", "");
-
-    glass::serve::LoadSpec load;
+Measures measures_from_flags(const Flags& flags) {
+    Measures m;
+    serve_measure::LoadSpec& load = m.load;
     load.requests = flags.number<int>("--requests").value_or(32);
     load.rate_per_s = flags.number<double>("--rate").value_or(4.0);
     std::tie(load.prompt_min, load.prompt_max) = range_flag(flags, "--prompt-len", {16, 128});
@@ -83,157 +60,191 @@ int cmd_serve_bench(int argc, char** argv) {
     load.shared_prefix = flags.number<int>("--shared-prefix").value_or(0);
     load.seed = flags.number<std::uint64_t>("--seed").value_or(1);
     if (load.requests < 1) throw UsageError("--requests must be >= 1, got " + std::to_string(load.requests));
-    const int chat_turns = flags.number<int>("--chat-turns").value_or(0);
-    const int long_prompt = flags.number<int>("--long-prompt").value_or(2000);
-    const int decoders = flags.number<int>("--decoders").value_or(8);
-    if (chat_turns < 0) throw UsageError("--chat-turns must be >= 0, got " + std::to_string(chat_turns));
+    m.chat_turns = flags.number<int>("--chat-turns").value_or(0);
+    m.long_prompt = flags.number<int>("--long-prompt").value_or(2000);
+    m.decoders = flags.number<int>("--decoders").value_or(8);
+    if (m.chat_turns < 0) throw UsageError("--chat-turns must be >= 0, got " + std::to_string(m.chat_turns));
+    return m;
+}
 
-    // The model: a file, or a shape with random weights made here.
-    std::optional<glass::Model> model;
-    std::string model_name;
-    if (flags.has("-m")) {
-        model_name = flags.get("-m", "");
-        model = glass::load_model(model_name, backend_name == "fast" ? glass::LoadWeights::as_stored
-                                                                     : glass::LoadWeights::fp32);  // llama2.c, GGUF or a folder
-        context_from_flags(flags, *model);
-    } else {
-        const glass::ModelConfig c = shape_config_from_flags(flags);
-        model_name = flags.get("--shape", "") + " (random weights, context " + std::to_string(c.seq_len) + ")";
-        model = glass::fast::random_model_in_memory(c, load.seed);
-    }
-    const glass::ModelConfig& c = model->config;
-    const glass::serve::NumberTokenizer tok(c.vocab_size);
-    // No --precision: the type the file stores its matrices in (fp32 for llama2.c and shapes).
-    const std::string precision = flags.get("--precision", glass::fast::to_string(glass::fast::stored_weight_type(*model)));
-    glass::fast::FastOptions fast_options;
-    fast_options.threads = threads;
-    fast_options.weights = glass::fast::weight_type_from_string(precision);
-    fast_options.kv = kv_from_flags(flags);  // both backends
-    const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(backend_name, *model, fast_options);
-    const glass::serve::EngineOptions plain = eo;  // for the C15 comparison below
-    std::vector<std::unique_ptr<glass::Model>> draft_models;
-    engine_draft_from_flags(flags, backend_name, *model, fast_options, draft_models, eo);  // --draft
+// What every experiment runs on.
+struct Bench {
+    const glass::ModelConfig& c;
+    glass::serve::PagedBackend& backend;
+    const glass::Tokenizer& tok;
+    const glass::serve::EngineOptions& eo;  // with the draft, when --draft
+    const BackendChoice& choice;
+};
+
+// The first line (the model, the backend, the engine's options) and the JSON's fields for it.
+nlohmann::json describe_setup(const Bench& b, const std::string& model_name, const std::string& precision,
+                              glass::KvType kv) {
+    const glass::ModelConfig& c = b.c;
+    const glass::serve::EngineOptions& eo = b.eo;
+    const bool fast = b.choice.name == "fast";
     std::printf("model %s: dim %d, %d layers, vocab %d | backend %s%s, KV %s | block %d, budget %d, prefix cache %s, chunked prefill %s\n",
-                model_name.c_str(), c.dim, c.n_layers, c.vocab_size, backend_name.c_str(),
-                backend_name == "fast" ? (", " + std::to_string(threads) + " threads, " + precision).c_str() : "",
-                glass::to_string(fast_options.kv), eo.block_size, eo.scheduler.max_tokens_per_step, eo.prefix_caching ? "on" : "off",
+                model_name.c_str(), c.dim, c.n_layers, c.vocab_size, b.choice.name.c_str(),
+                fast ? (", " + std::to_string(b.choice.threads) + " threads, " + precision).c_str() : "",
+                glass::to_string(kv), eo.block_size, eo.scheduler.max_tokens_per_step, eo.prefix_caching ? "on" : "off",
                 eo.scheduler.chunked_prefill ? "on" : "off");
-
-    nlohmann::json j = {{"model", model_name}, {"backend", backend_name},
-                        {"kernels", backend_name == "fast" ? glass::fast::best_kernels().name : "eigen"},
+    nlohmann::json j = {{"model", model_name}, {"backend", b.choice.name},
+                        {"kernels", fast ? glass::fast::best_kernels().name : "eigen"},
                         {"cpu", glass::fast::cpu_model_name()}, {"cpu_flags", glass::fast::cpu_feature_list()}, {"block_size", eo.block_size},
                         {"budget", eo.scheduler.max_tokens_per_step}, {"prefix_cache", eo.prefix_caching},
-                        {"chunked_prefill", eo.scheduler.chunked_prefill}, {"kv", glass::to_string(fast_options.kv)},
-                        {"kv_bytes_per_token", glass::kv_bytes_per_token(c, fast_options.kv)}};
-    if (backend_name == "fast") {
-        j["threads"] = threads;
+                        {"chunked_prefill", eo.scheduler.chunked_prefill}, {"kv", glass::to_string(kv)},
+                        {"kv_bytes_per_token", glass::kv_bytes_per_token(c, kv)}};
+    if (fast) {
+        j["threads"] = b.choice.threads;
         j["precision"] = precision;
     }
+    return j;
+}
 
-    // The load run (always): throughput, latency percentiles, C17's memory.
-    {
-        glass::serve::Engine engine(*backend, tok, eo);
-        const glass::serve::LoadResult r = glass::serve::run_load(engine, load);
-        const double waste = r.kv_reserved_bytes > 0 ? 1.0 - static_cast<double>(r.kv_used_bytes) / r.kv_reserved_bytes : 0.0;
-        std::printf("load: %d requests at %.2f/s, prompts %d:%d, gen %d:%d -> %.1f tokens/s over %.2f s (%d steps)\n",
-                    r.requests, load.rate_per_s, load.prompt_min, load.prompt_max, load.gen_min, load.gen_max,
-                    r.throughput_tokens_per_s, r.wall_s, r.steps);
-        std::printf("      TTFT p50 %.1f ms p99 %.1f ms | TPOT p50 %.2f ms p99 %.2f ms | largest gap %.1f ms | prefix hits %d tokens\n",
-                    r.ttft_ms_p50, r.ttft_ms_p99, r.tpot_ms_p50, r.tpot_ms_p99, r.max_gap_ms, r.prefix_hit_tokens);
-        std::printf("C17 KV memory at the busiest step: %.2f MB held in blocks, %.2f MB used (%.1f%% reserved but unused); "
-                    "one context each for those %d requests: %.2f MB\n",
-                    r.kv_reserved_bytes / 1e6, r.kv_used_bytes / 1e6, 100.0 * waste, r.peak_running,
-                    r.max_length_reserved_bytes / 1e6);
-        std::printf("C17 requests at once in this pool: %d held (paged), %d with one context window each\n",
-                    r.peak_running, r.max_length_fit);
-        j.update({{"requests", r.requests}, {"rate", load.rate_per_s}, {"throughput_tokens_per_s", r.throughput_tokens_per_s},
-                  {"ttft_ms_p50", r.ttft_ms_p50}, {"ttft_ms_p99", r.ttft_ms_p99}, {"tpot_ms_p50", r.tpot_ms_p50},
-                  {"tpot_ms_p99", r.tpot_ms_p99}, {"max_gap_ms", r.max_gap_ms}, {"kv_reserved_bytes", r.kv_reserved_bytes},
-                  {"kv_used_bytes", r.kv_used_bytes}, {"kv_waste_fraction", waste},
-                  {"max_length_reserved_bytes", r.max_length_reserved_bytes}, {"peak_running", r.peak_running},
-                  {"max_length_fit", r.max_length_fit}, {"prefix_hit_tokens", r.prefix_hit_tokens},
-                  {"generated_tokens", r.generated_tokens}, {"wall_s", r.wall_s}});
-        if (!draft_spec.empty()) {  // C15 in the engine: the same load without the draft, in this command
-            glass::serve::Engine plain_engine(*backend, tok, plain);
-            const glass::serve::LoadResult p = glass::serve::run_load(plain_engine, load);
-            const double rate = r.draft_proposed > 0 ? static_cast<double>(r.draft_accepted) / r.draft_proposed : 0.0;
-            std::printf("C15 draft %s, k %d: %lld of %lld drafted tokens accepted (%.1f%%); %d steps vs %d without; "
-                        "%.1f vs %.1f tokens/s (%.2fx); TPOT p50 %.2f vs %.2f ms\n",
-                        draft_spec.c_str(), eo.draft_k, static_cast<long long>(r.draft_accepted),
-                        static_cast<long long>(r.draft_proposed), 100.0 * rate, r.steps, p.steps,
-                        r.throughput_tokens_per_s, p.throughput_tokens_per_s,
-                        p.throughput_tokens_per_s > 0 ? r.throughput_tokens_per_s / p.throughput_tokens_per_s : 0.0,
-                        r.tpot_ms_p50, p.tpot_ms_p50);
-            j.update({{"draft", draft_spec}, {"draft_k", eo.draft_k}, {"draft_proposed", r.draft_proposed},
-                      {"draft_accepted", r.draft_accepted}, {"acceptance_rate", rate}, {"steps", r.steps},
-                      {"steps_without_draft", p.steps}, {"throughput_tokens_per_s_without_draft", p.throughput_tokens_per_s},
-                      {"tpot_ms_p50_without_draft", p.tpot_ms_p50}});
-        }
-    }
+// The load run (always): throughput, latency percentiles, C17's memory.
+serve_measure::LoadResult load_run(const Bench& b, const serve_measure::LoadSpec& load, nlohmann::json& j) {
+    glass::serve::Engine engine(b.backend, b.tok, b.eo);
+    const serve_measure::LoadResult r = serve_measure::run_load(engine, load);
+    const double waste = r.kv_reserved_bytes > 0 ? 1.0 - static_cast<double>(r.kv_used_bytes) / r.kv_reserved_bytes : 0.0;
+    std::printf("load: %d requests at %.2f/s, prompts %d:%d, gen %d:%d -> %.1f tokens/s over %.2f s (%d steps)\n",
+                r.requests, load.rate_per_s, load.prompt_min, load.prompt_max, load.gen_min, load.gen_max,
+                r.throughput_tokens_per_s, r.wall_s, r.steps);
+    std::printf("      TTFT p50 %.1f ms p99 %.1f ms | TPOT p50 %.2f ms p99 %.2f ms | largest gap %.1f ms | prefix hits %d tokens\n",
+                r.ttft_ms_p50, r.ttft_ms_p99, r.tpot_ms_p50, r.tpot_ms_p99, r.max_gap_ms, r.prefix_hit_tokens);
+    std::printf("C17 KV memory at the busiest step: %.2f MB held in blocks, %.2f MB used (%.1f%% reserved but unused); "
+                "one context each for those %d requests: %.2f MB\n",
+                r.kv_reserved_bytes / 1e6, r.kv_used_bytes / 1e6, 100.0 * waste, r.peak_running,
+                r.max_length_reserved_bytes / 1e6);
+    std::printf("C17 requests at once in this pool: %d held (paged), %d with one context window each\n",
+                r.peak_running, r.max_length_fit);
+    j.update({{"requests", r.requests}, {"rate", load.rate_per_s}, {"throughput_tokens_per_s", r.throughput_tokens_per_s},
+              {"ttft_ms_p50", r.ttft_ms_p50}, {"ttft_ms_p99", r.ttft_ms_p99}, {"tpot_ms_p50", r.tpot_ms_p50},
+              {"tpot_ms_p99", r.tpot_ms_p99}, {"max_gap_ms", r.max_gap_ms}, {"kv_reserved_bytes", r.kv_reserved_bytes},
+              {"kv_used_bytes", r.kv_used_bytes}, {"kv_waste_fraction", waste},
+              {"max_length_reserved_bytes", r.max_length_reserved_bytes}, {"peak_running", r.peak_running},
+              {"max_length_fit", r.max_length_fit}, {"prefix_hit_tokens", r.prefix_hit_tokens},
+              {"generated_tokens", r.generated_tokens}, {"wall_s", r.wall_s}});
+    return r;
+}
 
-    // C20: decode throughput by batch size, against the FMA peak measured now.
-    if (flags.has("--batch-sweep")) {
-        const double peak = glass::fast::fma_peak_probe(backend_name == "fast" ? threads : 1).median;
-        const double flops_per_token = glass::fast::prefill_flops(c, 1);  // 2 per weight (+ a little attention)
-        nlohmann::json sweep = nlohmann::json::array();
-        double base = 0;
-        std::printf("C20 decode throughput by batch (FMA peak %.1f GFLOP/s):\n", peak / 1e9);
-        for (int b = 1; b <= 64; b *= 2) {
-            if (b * 24 > c.seq_len * 64) break;
-            const glass::serve::BatchPoint p = glass::serve::measure_decode_batch(*backend, tok, b, b >= 16 ? 6 : 10);
-            if (b == 1) base = p.decode_tokens_per_s;
-            const double of_peak = p.decode_tokens_per_s * flops_per_token / peak;
-            std::printf("  batch %2d: %9.1f tokens/s  %5.2fx batch 1  %5.1f%% of FMA peak  (%.1f ms/step)\n", b,
-                        p.decode_tokens_per_s, p.decode_tokens_per_s / base, 100.0 * of_peak, p.step_ms);
-            sweep.push_back({{"batch", b}, {"decode_tokens_per_s", p.decode_tokens_per_s}, {"step_ms", p.step_ms},
-                             {"fraction_of_fma_peak", of_peak}});
-        }
-        j["batch_sweep"] = sweep;
-        j["fma_peak_gflops"] = peak / 1e9;
-    }
+// C15 in the engine: the same load without the draft (options `plain`), beside the run with it (`r`).
+void draft_comparison(const Bench& b, const glass::serve::EngineOptions& plain, const serve_measure::LoadSpec& load,
+                      const serve_measure::LoadResult& r, const std::string& draft_spec, nlohmann::json& j) {
+    glass::serve::Engine plain_engine(b.backend, b.tok, plain);
+    const serve_measure::LoadResult p = serve_measure::run_load(plain_engine, load);
+    const double rate = r.draft_proposed > 0 ? static_cast<double>(r.draft_accepted) / r.draft_proposed : 0.0;
+    std::printf("C15 draft %s, k %d: %lld of %lld drafted tokens accepted (%.1f%%); %d steps vs %d without; "
+                "%.1f vs %.1f tokens/s (%.2fx); TPOT p50 %.2f vs %.2f ms\n",
+                draft_spec.c_str(), b.eo.draft_k, static_cast<long long>(r.draft_accepted),
+                static_cast<long long>(r.draft_proposed), 100.0 * rate, r.steps, p.steps,
+                r.throughput_tokens_per_s, p.throughput_tokens_per_s,
+                p.throughput_tokens_per_s > 0 ? r.throughput_tokens_per_s / p.throughput_tokens_per_s : 0.0,
+                r.tpot_ms_p50, p.tpot_ms_p50);
+    j.update({{"draft", draft_spec}, {"draft_k", b.eo.draft_k}, {"draft_proposed", r.draft_proposed},
+              {"draft_accepted", r.draft_accepted}, {"acceptance_rate", rate}, {"steps", r.steps},
+              {"steps_without_draft", p.steps}, {"throughput_tokens_per_s_without_draft", p.throughput_tokens_per_s},
+              {"tpot_ms_p50_without_draft", p.tpot_ms_p50}});
+}
 
-    // C16: a chat re-sending its history, TTFT per turn with and without prefix caching.
-    if (chat_turns > 0) {
-        const int per_turn = std::max(2, (c.seq_len - 1) / chat_turns);
-        const int user = per_turn * 2 / 3, reply = per_turn - user;
-        nlohmann::json turns = nlohmann::json::array();
-        glass::serve::EngineOptions on = eo, off = eo;
-        on.prefix_caching = true;
-        off.prefix_caching = false;
-        const auto with = glass::serve::measure_chat(*backend, tok, on, chat_turns, user, reply, load.seed);
-        const auto without = glass::serve::measure_chat(*backend, tok, off, chat_turns, user, reply, load.seed);
-        std::printf("C16 chat of %d turns (%d user + %d reply tokens each), TTFT per turn:\n", chat_turns, user, reply);
-        for (size_t t = 0; t < with.size(); ++t) {
-            std::printf("  turn %zu: %5d prompt tokens | cache off %8.1f ms | cache on %8.1f ms (%d cached) | %.2fx\n", t + 1,
-                        with[t].prompt_tokens, without[t].ttft_ms, with[t].ttft_ms, with[t].cached_tokens,
-                        with[t].ttft_ms / without[t].ttft_ms);
-            turns.push_back({{"turn", t + 1}, {"prompt_tokens", with[t].prompt_tokens}, {"ttft_ms_cache_off", without[t].ttft_ms},
-                             {"ttft_ms_cache_on", with[t].ttft_ms}, {"cached_tokens", with[t].cached_tokens}});
-        }
-        j["chat"] = turns;
+// C20: decode throughput by batch size, against the FMA peak measured now.
+void batch_sweep(const Bench& b, nlohmann::json& j) {
+    const double peak = glass::fast::fma_peak_probe(b.choice.name == "fast" ? b.choice.threads : 1).median;
+    const double flops_per_token = glass::fast::prefill_flops(b.c, 1);  // 2 per weight (+ a little attention)
+    nlohmann::json sweep = nlohmann::json::array();
+    double base = 0;
+    std::printf("C20 decode throughput by batch (FMA peak %.1f GFLOP/s):\n", peak / 1e9);
+    for (int batch = 1; batch <= 64; batch *= 2) {
+        if (batch * 24 > b.c.seq_len * 64) break;
+        const serve_measure::BatchPoint p = serve_measure::measure_decode_batch(b.backend, b.tok, batch, batch >= 16 ? 6 : 10);
+        if (batch == 1) base = p.decode_tokens_per_s;
+        const double of_peak = p.decode_tokens_per_s * flops_per_token / peak;
+        std::printf("  batch %2d: %9.1f tokens/s  %5.2fx batch 1  %5.1f%% of FMA peak  (%.1f ms/step)\n", batch,
+                    p.decode_tokens_per_s, p.decode_tokens_per_s / base, 100.0 * of_peak, p.step_ms);
+        sweep.push_back({{"batch", batch}, {"decode_tokens_per_s", p.decode_tokens_per_s}, {"step_ms", p.step_ms},
+                         {"fraction_of_fma_peak", of_peak}});
     }
+    j["batch_sweep"] = sweep;
+    j["fma_peak_gflops"] = peak / 1e9;
+}
 
-    // C18: decoders' largest gap while a long prompt arrives, chunked prefill off vs on.
-    if (flags.has("--stall")) {
-        if (long_prompt + 8 > c.seq_len)
-            glass::fail("--long-prompt ", long_prompt, " does not fit the context window of ", c.seq_len, " (use --context)");
-        glass::serve::EngineOptions chunked = eo, whole = eo;
-        chunked.scheduler.chunked_prefill = true;
-        whole.scheduler.chunked_prefill = false;
-        const auto a = glass::serve::measure_stall(*backend, tok, whole, decoders, long_prompt);
-        const auto b = glass::serve::measure_stall(*backend, tok, chunked, decoders, long_prompt);
-        std::printf("C18 %d decoders while a %d-token prompt arrives (budget %d):\n", decoders, long_prompt,
-                    eo.scheduler.max_tokens_per_step);
-        std::printf("  chunked prefill off: largest gap %8.1f ms, mean %.1f ms, %8.1f tokens/s, long prompt TTFT %.1f ms\n",
-                    a.max_gap_ms, a.mean_gap_ms, a.throughput_tokens_per_s, a.long_prompt_ttft_ms);
-        std::printf("  chunked prefill on:  largest gap %8.1f ms, mean %.1f ms, %8.1f tokens/s, long prompt TTFT %.1f ms\n",
-                    b.max_gap_ms, b.mean_gap_ms, b.throughput_tokens_per_s, b.long_prompt_ttft_ms);
-        std::printf("  gap ratio %.2f, throughput ratio %.2f\n", b.max_gap_ms / a.max_gap_ms,
-                    b.throughput_tokens_per_s / a.throughput_tokens_per_s);
-        j["stall"] = {{"decoders", decoders}, {"long_prompt", long_prompt},
-                      {"max_gap_ms_unchunked", a.max_gap_ms}, {"max_gap_ms_chunked", b.max_gap_ms},
-                      {"throughput_unchunked", a.throughput_tokens_per_s}, {"throughput_chunked", b.throughput_tokens_per_s}};
+// C16: a chat re-sending its history, TTFT per turn with and without prefix caching.
+nlohmann::json chat_turns(const Bench& b, int turns_n, std::uint64_t seed) {
+    const int per_turn = std::max(2, (b.c.seq_len - 1) / turns_n);
+    const int user = per_turn * 2 / 3, reply = per_turn - user;
+    nlohmann::json turns = nlohmann::json::array();
+    glass::serve::EngineOptions on = b.eo, off = b.eo;
+    on.prefix_caching = true;
+    off.prefix_caching = false;
+    const auto with = serve_measure::measure_chat(b.backend, b.tok, on, turns_n, user, reply, seed);
+    const auto without = serve_measure::measure_chat(b.backend, b.tok, off, turns_n, user, reply, seed);
+    std::printf("C16 chat of %d turns (%d user + %d reply tokens each), TTFT per turn:\n", turns_n, user, reply);
+    for (size_t t = 0; t < with.size(); ++t) {
+        std::printf("  turn %zu: %5d prompt tokens | cache off %8.1f ms | cache on %8.1f ms (%d cached) | %.2fx\n", t + 1,
+                    with[t].prompt_tokens, without[t].ttft_ms, with[t].ttft_ms, with[t].cached_tokens,
+                    with[t].ttft_ms / without[t].ttft_ms);
+        turns.push_back({{"turn", t + 1}, {"prompt_tokens", with[t].prompt_tokens}, {"ttft_ms_cache_off", without[t].ttft_ms},
+                         {"ttft_ms_cache_on", with[t].ttft_ms}, {"cached_tokens", with[t].cached_tokens}});
     }
+    return turns;
+}
+
+// C18: decoders' largest gap while a long prompt arrives, chunked prefill off vs on.
+nlohmann::json stall(const Bench& b, int decoders, int long_prompt) {
+    if (long_prompt + 8 > b.c.seq_len)
+        glass::fail("--long-prompt ", long_prompt, " does not fit the context window of ", b.c.seq_len, " (use --context)");
+    glass::serve::EngineOptions chunked = b.eo, whole = b.eo;
+    chunked.scheduler.chunked_prefill = true;
+    whole.scheduler.chunked_prefill = false;
+    const auto off = serve_measure::measure_stall(b.backend, b.tok, whole, decoders, long_prompt);
+    const auto on = serve_measure::measure_stall(b.backend, b.tok, chunked, decoders, long_prompt);
+    std::printf("C18 %d decoders while a %d-token prompt arrives (budget %d):\n", decoders, long_prompt,
+                b.eo.scheduler.max_tokens_per_step);
+    std::printf("  chunked prefill off: largest gap %8.1f ms, mean %.1f ms, %8.1f tokens/s, long prompt TTFT %.1f ms\n",
+                off.max_gap_ms, off.mean_gap_ms, off.throughput_tokens_per_s, off.long_prompt_ttft_ms);
+    std::printf("  chunked prefill on:  largest gap %8.1f ms, mean %.1f ms, %8.1f tokens/s, long prompt TTFT %.1f ms\n",
+                on.max_gap_ms, on.mean_gap_ms, on.throughput_tokens_per_s, on.long_prompt_ttft_ms);
+    std::printf("  gap ratio %.2f, throughput ratio %.2f\n", on.max_gap_ms / off.max_gap_ms,
+                on.throughput_tokens_per_s / off.throughput_tokens_per_s);
+    return {{"decoders", decoders}, {"long_prompt", long_prompt},
+            {"max_gap_ms_unchunked", off.max_gap_ms}, {"max_gap_ms_chunked", on.max_gap_ms},
+            {"throughput_unchunked", off.throughput_tokens_per_s}, {"throughput_chunked", on.throughput_tokens_per_s}};
+}
+
+}  // namespace
+
+int cmd_serve_bench(int argc, char** argv) {
+    Flags flags("serve-bench", with_engine_flags({{"--requests", true}, {"--rate", true}, {"--prompt-len", true},
+                                                  {"--gen", true}, {"--shared-prefix", true}, {"--seed", true},
+                                                  {"--batch-sweep", false}, {"--chat-turns", true}, {"--stall", false},
+                                                  {"--long-prompt", true}, {"--decoders", true}, {"--json", false}}));
+    flags.parse(argc, argv, 2);
+    if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
+    if (flags.has("-m") == flags.has("--shape"))
+        throw UsageError("glass serve-bench needs a model: -m FILE, or --shape stories15M|stories110M|tinyllama1b");
+    const BackendChoice choice = backend_from_flags(flags);
+    glass::serve::EngineOptions eo = engine_options_from_flags(flags);
+    const Measures m = measures_from_flags(flags);
+
+    // The model: a file, or a shape with random weights made here; a stand-in vocabulary.
+    const glass::Model model = model_from_flags(flags, choice, flags.get("-m", ""), m.load.seed);
+    const std::string model_name = flags.has("-m") ? flags.get("-m", "")
+                                                   : flags.get("--shape", "") + " (random weights, context " +
+                                                         std::to_string(model.config.seq_len) + ")";
+    const glass::NumberTokenizer tok(model.config.vocab_size);
+    const std::string precision = precision_from_flags(flags, model);
+    const glass::fast::FastOptions fast_options = fast_options_from_flags(flags, choice, precision);
+    const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(choice.name, model, fast_options);
+    const glass::serve::EngineOptions plain = eo;  // for the C15 comparison
+    std::vector<std::unique_ptr<glass::Model>> draft_models;
+    engine_draft_from_flags(flags, choice.name, model, fast_options, draft_models, eo);  // --draft
+
+    // The experiments, each beside its baseline.
+    const Bench b{.c = model.config, .backend = *backend, .tok = tok, .eo = eo, .choice = choice};
+    nlohmann::json j = describe_setup(b, model_name, precision, fast_options.kv);
+    const serve_measure::LoadResult r = load_run(b, m.load, j);
+    if (flags.has("--draft")) draft_comparison(b, plain, m.load, r, flags.get("--draft", ""), j);
+    if (flags.has("--batch-sweep")) batch_sweep(b, j);
+    if (m.chat_turns > 0) j["chat"] = chat_turns(b, m.chat_turns, m.load.seed);
+    if (flags.has("--stall")) j["stall"] = stall(b, m.decoders, m.long_prompt);
     if (flags.has("--json")) std::printf("%s\n", dump(j).c_str());
     return 0;
 }

@@ -26,6 +26,7 @@
 #include "glass/tokenize/normalize.hpp"
 #include "glass/tokenize/byte_level_bpe.hpp"
 #include "glass/tokenize/bpe_train.hpp"
+#include "glass/tokenize/number_tokenizer.hpp"  // a stand-in vocabulary for random weights: token i reads " i"
 // ...and the files vocabularies come in.
 #include "glass/formats/json_input.hpp"
 #include "glass/formats/read_file.hpp"     // a whole file, or an error naming it
@@ -88,7 +89,6 @@
 #include "glass/serve/paged_backend.hpp"
 #include "glass/serve/paged_transformer.hpp"
 #include "glass/serve/engine.hpp"
-#include "glass/serve/measure.hpp"
 #include "glass/serve/metrics.hpp"
 #include "glass/serve/engine_thread.hpp"
 #include "glass/serve/api_error.hpp"

@@ -62,20 +62,14 @@ struct ChatPrompt {
 namespace chat_detail {
 
 using ordered_json = nlohmann::ordered_json;
-
-[[noreturn]] inline void refuse(const std::string& param, const std::string& message) {
-    throw ApiError(400, message, param, "invalid_value");
-}
-
-inline std::string shown(const ordered_json& v) {
-    std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
+using detail::invalid;  // api_error.hpp
+using detail::shown;
 
 // A content given as a list of {"type": "text", "text": ...} parts, joined; any other content as is.
 inline ordered_json content_for_template(const ordered_json& v, const std::string& at) {
     if (!v.is_array()) {
-        if (!v.is_string() && !v.is_null()) refuse(at, at + " must be a string, null or a list of text parts, got " + shown(v));
+        if (!v.is_string() && !v.is_null())
+            throw invalid(at, at + " must be a string, null or a list of text parts, got " + shown(v));
         return v;
     }
     std::string text;
@@ -83,7 +77,7 @@ inline ordered_json content_for_template(const ordered_json& v, const std::strin
         const ordered_json& part = v[i];
         const std::string part_at = at + "[" + std::to_string(i) + "]";
         if (!part.is_object() || part.value("type", ordered_json()) != "text" || !part.contains("text") || !part["text"].is_string())
-            refuse(part_at, part_at + " must be {\"type\": \"text\", \"text\": STRING} (only text parts), got " + shown(part));
+            throw invalid(part_at, part_at + " must be {\"type\": \"text\", \"text\": STRING} (only text parts), got " + shown(part));
         text += part["text"].get<std::string>();
     }
     return text;
@@ -91,19 +85,19 @@ inline ordered_json content_for_template(const ordered_json& v, const std::strin
 
 // tool_calls[i].function.arguments: OpenAI sends a JSON string, templates print an object.
 inline void parse_tool_call_arguments(ordered_json& calls, const std::string& at) {
-    if (!calls.is_array()) refuse(at, at + " must be a list of tool calls, got " + shown(calls));
+    if (!calls.is_array()) throw invalid(at, at + " must be a list of tool calls, got " + shown(calls));
     for (size_t i = 0; i < calls.size(); ++i) {
         const std::string call_at = at + "[" + std::to_string(i) + "]";
         ordered_json& call = calls[i];
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
-            refuse(call_at, call_at + " must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}, got " +
-                                shown(call));
+            throw invalid(call_at, call_at + " must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}, "
+                                   "got " + shown(call));
         ordered_json& arguments = call["function"]["arguments"];
         if (!arguments.is_string()) continue;
         try {
             arguments = ordered_json::parse(arguments.get<std::string>());
         } catch (const nlohmann::json::exception&) {
-            refuse(call_at + ".function.arguments", call_at + ".function.arguments is not JSON: " + shown(arguments));
+            throw invalid(call_at + ".function.arguments", call_at + ".function.arguments is not JSON: " + shown(arguments));
         }
     }
 }
@@ -111,13 +105,13 @@ inline void parse_tool_call_arguments(ordered_json& calls, const std::string& at
 // The messages as the template sees them (see the top of this file).
 inline ordered_json messages_for_template(const ordered_json& messages) {
     if (!messages.is_array() || messages.empty())
-        refuse("messages", "messages must be a non-empty list of {\"role\", \"content\", ...}, got " + shown(messages));
+        throw invalid("messages", "messages must be a non-empty list of {\"role\", \"content\", ...}, got " + shown(messages));
     ordered_json out = messages;
     for (size_t i = 0; i < out.size(); ++i) {
         const std::string at = "messages[" + std::to_string(i) + "]";
         ordered_json& m = out[i];
         if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-            refuse(at, at + " must be an object with a string \"role\", got " + shown(m));
+            throw invalid(at, at + " must be an object with a string \"role\", got " + shown(m));
         if (m.contains("content")) m["content"] = content_for_template(m["content"], at + ".content");
         if (m.contains("tool_calls") && !m["tool_calls"].is_null()) parse_tool_call_arguments(m["tool_calls"], at + ".tool_calls");
     }
@@ -133,12 +127,13 @@ inline ChatPrompt render_with_template(const ChatFormat& format, const ordered_j
                         .extra = ordered_json::object(),
                         .now_unix_seconds = std::nullopt};
     if (body.contains("tools") && !body["tools"].is_null()) {
-        if (!body["tools"].is_array()) refuse("tools", "tools must be a list of tools, got " + shown(body["tools"]));
+        if (!body["tools"].is_array()) throw invalid("tools", "tools must be a list of tools, got " + shown(body["tools"]));
         in.tools = body["tools"];
     }
     if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
         if (!body["chat_template_kwargs"].is_object())
-            refuse("chat_template_kwargs", "chat_template_kwargs must be an object, got " + shown(body["chat_template_kwargs"]));
+            throw invalid("chat_template_kwargs",
+                          "chat_template_kwargs must be an object, got " + shown(body["chat_template_kwargs"]));
         in.extra = body["chat_template_kwargs"];
     }
     ChatPrompt p;
@@ -158,23 +153,23 @@ inline ChatPrompt render_with_template(const ChatFormat& format, const ordered_j
 // The plain layout (see the top of this file).
 inline ChatPrompt render_plain(const ordered_json& messages, const Tokenizer& tokenizer) {
     if (!messages.is_array() || messages.empty())
-        refuse("messages", "messages must be a non-empty list of {\"role\", \"content\"}, got " + shown(messages));
+        throw invalid("messages", "messages must be a non-empty list of {\"role\", \"content\"}, got " + shown(messages));
     ChatPrompt p;
     for (size_t i = 0; i < messages.size(); ++i) {
         const ordered_json& m = messages[i];
         const std::string at = "messages[" + std::to_string(i) + "]";
-        if (!m.is_object()) refuse(at, at + " must be an object {\"role\", \"content\"}, got " + shown(m));
+        if (!m.is_object()) throw invalid(at, at + " must be an object {\"role\", \"content\"}, got " + shown(m));
         for (const auto& [key, value] : m.items())
             if (key != "role" && key != "content" && key != "name")
-                refuse(at + "." + key, "unknown field '" + key + "' in " + at + " (this model has no chat template: only "
-                                       "role, content and name)");
+                throw invalid(at + "." + key, "unknown field '" + key + "' in " + at + " (this model has no chat template: only "
+                                              "role, content and name)");
         const ordered_json role = m.value("role", ordered_json());
         const ordered_json content = content_for_template(m.value("content", ordered_json()), at + ".content");
         const std::string text = content.is_string() ? content.get<std::string>() : "";
         if (role == "system" || role == "developer") p.text += text + "\n";
         else if (role == "user") p.text += "User: " + text + "\n";
         else if (role == "assistant") p.text += "Assistant:" + text + "\n";
-        else refuse(at + ".role", at + ".role must be system, developer, user or assistant, got " + shown(role));
+        else throw invalid(at + ".role", at + ".role must be system, developer, user or assistant, got " + shown(role));
     }
     p.text += "Assistant:";
     p.ids = tokenizer.encode(p.text, /*add_bos=*/true, /*add_eos=*/false);
@@ -187,13 +182,13 @@ inline ChatPrompt render_plain(const ordered_json& messages, const Tokenizer& to
 /// The prompt of a chat request `body` (parsed with its keys in order) for a model laid out by
 /// `format`. Throws ApiError 400 naming the field at fault or the template's refusal.
 inline ChatPrompt render_chat_request(const ChatFormat& format, const nlohmann::ordered_json& body, const Tokenizer& tokenizer) {
-    if (!body.contains("messages") || body["messages"].is_null()) chat_detail::refuse("messages", "messages is required");
+    if (!body.contains("messages") || body["messages"].is_null()) throw detail::invalid("messages", "messages is required");
     if (format.chat_template) return chat_detail::render_with_template(format, body, tokenizer);
     for (const char* needs_template : {"tools", "chat_template_kwargs"})
         if (body.contains(needs_template) && !body[needs_template].is_null())
-            chat_detail::refuse(needs_template, std::string(needs_template) +
-                                                    " needs a model with a chat template; this one has none (glass "
-                                                    "serve --chat-template FILE gives it one)");
+            throw detail::invalid(needs_template, std::string(needs_template) +
+                                                      " needs a model with a chat template; this one has none (glass "
+                                                      "serve --chat-template FILE gives it one)");
     return chat_detail::render_plain(body["messages"], tokenizer);
 }
 

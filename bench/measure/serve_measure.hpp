@@ -1,19 +1,19 @@
-/// \file
-/// \brief glass/serve/measure.hpp — what serving costs, measured: the experiments behind C16, C17, C18 and C20.
-/// ```text
-/// Each function drives a real Engine on some PagedBackend and times it with the wall clock.
-/// `glass serve-bench` and the serving examples call them; each figure is measured beside its
-/// baseline in the same run (the same function with one option flipped).
-///
-///   run_load            N requests, Poisson arrivals: throughput, TTFT/TPOT p50/p99, largest
-///                       inter-token gap, KV memory held vs used (C17), prefix-cache hits
-///   measure_decode_batch   B requests decoding together: decode tokens/s at batch B (C20)
-///   measure_chat        a chat re-sending its history each turn: TTFT per turn (C16)
-///   measure_stall       decoders running while a long prompt arrives: their largest gap (C18)
-///
-/// Prompts are random token ids (BOS first): speed depends on how many tokens, not which. For
-/// models with random weights, NumberTokenizer stands in for a vocabulary.
-/// ```
+// bench/measure/serve_measure.hpp — what serving costs, measured: the experiments behind C16,
+// C17, C18 and C20. The benchmarks' harness, not part of glass's library: the CMake target
+// glass_serve_measure gives its folder to `glass serve-bench`, `glass loadgen` and examples 17, 19, 20.
+//
+// Each function drives a real Engine on some PagedBackend and times it with the wall clock; each
+// figure is measured beside its baseline in the same run (the same function with one option flipped).
+//
+//   run_load               N requests, Poisson arrivals: throughput, TTFT/TPOT p50/p99, largest
+//                          inter-token gap, KV memory held vs used (C17), prefix-cache hits
+//   measure_decode_batch   B requests decoding together: decode tokens/s at batch B (C20)
+//   measure_chat           a chat re-sending its history each turn: TTFT per turn (C16)
+//   measure_stall          decoders running while a long prompt arrives: their largest gap (C18)
+//
+// Prompts are random token ids (BOS first): speed depends on how many tokens, not which. For
+// models with random weights, glass::NumberTokenizer (glass/tokenize/number_tokenizer.hpp) stands
+// in for a vocabulary.
 #pragma once
 
 #include <algorithm>
@@ -27,32 +27,18 @@
 #include "glass/serve/engine.hpp"
 #include "glass/tokenizer.hpp"
 
-namespace glass::serve {
+namespace serve_measure {
 
-/// A vocabulary of n ids where id i reads " i" (ids 0/1/2 as llama2.c's `<unk>`/BOS/EOS): enough
-/// for the engine to stream text from a model whose weights, and so whose words, are random.
-class NumberTokenizer : public Tokenizer {
-public:
-    explicit NumberTokenizer(int vocab_size) : vocab_(vocab_size) {}
-    int vocab_size() const override { return vocab_; }
-    int bos_id() const override { return 1; }
-    int eos_id() const override { return 2; }
-    std::vector<int> encode(std::string_view, bool add_bos, bool add_eos) const override {
-        std::vector<int> ids;
-        if (add_bos) ids.push_back(1);
-        if (add_eos) ids.push_back(2);
-        return ids;
-    }
-    std::string decode(int, int id) const override {
-        std::string text = " ";  // (not " " + to_string: GCC 12 warns falsely on that, -Wrestrict)
-        text += std::to_string(id);
-        return text;
-    }
-    std::string piece(int id) const override { return std::to_string(id); }
-
-private:
-    int vocab_;
-};
+using glass::fail;
+using glass::GenerateOptions;
+using glass::ModelConfig;
+using glass::Tokenizer;
+using glass::serve::Engine;
+using glass::serve::EngineOptions;
+using glass::serve::PagedBackend;
+using glass::serve::Request;
+using glass::serve::RequestResult;
+using glass::serve::StepReport;
 
 /// The value below which a fraction q of the values fall (nearest rank); 0 for none.
 inline double percentile(std::vector<double> v, double q) {
@@ -108,10 +94,17 @@ struct LoadResult {
     std::int64_t draft_proposed = 0, draft_accepted = 0;  ///< speculative decoding (EngineOptions::draft_k)
 };
 
-/// Runs the spec's requests through `engine` in real time: each is added at its arrival time
-/// (TTFT counts from then, also when a step was running), the engine steps while it has work.
-inline LoadResult run_load(Engine& engine, const LoadSpec& spec) {
-    const ModelConfig& c = engine.config();
+namespace detail {
+
+// One planned request: when it arrives (seconds after the start), its prompt, how many tokens it generates.
+struct PlannedRequest {
+    double arrival_s;
+    std::vector<int> prompt;
+    int gen;
+};
+
+// The spec checked against what one request of this engine may hold.
+inline void check_load_spec(const Engine& engine, const LoadSpec& spec) {
     if (spec.requests < 1) fail("load run needs at least one request, got ", spec.requests);
     if (spec.prompt_min < 1 || spec.prompt_max < spec.prompt_min || spec.gen_min < 1 || spec.gen_max < spec.gen_min)
         fail("prompt lengths ", spec.prompt_min, ":", spec.prompt_max, " and generation lengths ", spec.gen_min, ":",
@@ -121,69 +114,92 @@ inline LoadResult run_load(Engine& engine, const LoadSpec& spec) {
              engine.request_positions(), " positions one request may use");
     if (spec.shared_prefix < 0 || spec.shared_prefix > spec.prompt_min)
         fail("shared prefix of ", spec.shared_prefix, " tokens must be in [0, shortest prompt ", spec.prompt_min, "]");
+}
 
+// The requests, from the seed alone: Poisson arrivals, random lengths, the shared prefix copied in.
+inline std::vector<PlannedRequest> plan_load(const LoadSpec& spec, int vocab_size) {
     std::mt19937 rng(static_cast<unsigned>(spec.seed));
-    const std::vector<int> prefix = random_prompt(std::max(1, spec.shared_prefix), c.vocab_size, rng);
-    struct Planned { double arrival_s; std::vector<int> prompt; int gen; };
-    std::vector<Planned> plan;
+    const std::vector<int> prefix = random_prompt(std::max(1, spec.shared_prefix), vocab_size, rng);
+    std::vector<PlannedRequest> plan;
     double t = 0;
     for (int i = 0; i < spec.requests; ++i) {
         if (spec.rate_per_s > 0 && i > 0) t += std::exponential_distribution<double>(spec.rate_per_s)(rng);
         const int n = std::uniform_int_distribution<int>(spec.prompt_min, spec.prompt_max)(rng);
-        std::vector<int> prompt = random_prompt(n, c.vocab_size, rng);
+        std::vector<int> prompt = random_prompt(n, vocab_size, rng);
         std::copy(prefix.begin(), prefix.begin() + std::min<std::ptrdiff_t>(spec.shared_prefix, n), prompt.begin());
         plan.push_back({t, std::move(prompt), std::uniform_int_distribution<int>(spec.gen_min, spec.gen_max)(rng)});
     }
+    return plan;
+}
+
+// Memory after a step: blocks held by live requests vs positions holding K/V; kept at the busiest step.
+inline void record_memory(const Engine& engine, std::int64_t block_bytes, std::int64_t per_position, LoadResult& r) {
+    int held = 0, running = 0;
+    std::int64_t positions = 0;
+    for (const Request* q : engine.scheduler().running()) {
+        held += static_cast<int>(q->block_table.size());
+        positions += q->computed;
+        ++running;
+    }
+    const std::int64_t reserved = held * block_bytes;
+    if (reserved > r.kv_reserved_bytes) {
+        r.kv_reserved_bytes = reserved;
+        r.kv_used_bytes = positions * per_position;
+    }
+    r.peak_running = std::max(r.peak_running, running);
+}
+
+// A finished request's counts and timings into the result (TTFT, TPOT lists for the percentiles).
+inline void record_finished(const RequestResult& res, LoadResult& r, std::vector<double>& ttft, std::vector<double>& tpot) {
+    r.generated_tokens += static_cast<int>(res.generated_ids.size());
+    r.prefix_hit_tokens += res.cached_tokens;
+    r.draft_proposed += res.draft_proposed;
+    r.draft_accepted += res.draft_accepted;
+    ttft.push_back(res.metrics.ttft_ms);
+    if (res.generated_ids.size() > 1) tpot.push_back(res.metrics.tpot_ms);
+    for (size_t k = 1; k < res.metrics.token_ms.size(); ++k)
+        r.max_gap_ms = std::max(r.max_gap_ms, res.metrics.token_ms[k] - res.metrics.token_ms[k - 1]);
+}
+
+}  // namespace detail
+
+/// Runs the spec's requests through `engine` in real time: each is added at its arrival time
+/// (TTFT counts from then, also when a step was running), the engine steps while it has work.
+inline LoadResult run_load(Engine& engine, const LoadSpec& spec) {
+    const ModelConfig& c = engine.config();
+    detail::check_load_spec(engine, spec);
+    const std::vector<detail::PlannedRequest> plan = detail::plan_load(spec, c.vocab_size);
 
     LoadResult r;
     r.requests = spec.requests;
-    const std::int64_t per_position = kv_bytes_per_token(c, engine.backend().kv_type());
+    const std::int64_t per_position = glass::kv_bytes_per_token(c, engine.backend().kv_type());
     const std::int64_t block_bytes = per_position * engine.blocks().block_size();
     std::vector<double> ttft, tpot;
     size_t next = 0, done = 0;
     const auto t0 = SteadyClock::now();
+    const auto arrival_of = [&](const detail::PlannedRequest& p) {
+        return t0 + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(p.arrival_s));
+    };
     while (done < plan.size()) {
+        // Arrivals up to now join the engine, then one step (or a sleep until the next arrival).
         const double now_s = ms_between(t0, SteadyClock::now()) / 1000.0;
-        while (next < plan.size() && plan[next].arrival_s <= now_s) {
-            const auto arrival = t0 + std::chrono::duration_cast<SteadyClock::duration>(
-                                          std::chrono::duration<double>(plan[next].arrival_s));
-            engine.add_request_ids(plan[next].prompt, fixed_length(plan[next].gen), arrival);
+        for (; next < plan.size() && plan[next].arrival_s <= now_s; ++next) {
+            engine.add_request_ids(plan[next].prompt, fixed_length(plan[next].gen), arrival_of(plan[next]));
             r.prompt_tokens += static_cast<int>(plan[next].prompt.size());
-            ++next;
         }
         if (engine.has_unfinished()) {
             engine.step();
             ++r.steps;
-            // Memory at this step: blocks held by live requests vs positions holding K/V.
-            int held = 0, running = 0;
-            std::int64_t positions = 0;
-            for (const Request* q : engine.scheduler().running()) {
-                held += static_cast<int>(q->block_table.size());
-                positions += q->computed;
-                ++running;
-            }
-            const std::int64_t reserved = held * block_bytes;
-            if (reserved > r.kv_reserved_bytes) {
-                r.kv_reserved_bytes = reserved;
-                r.kv_used_bytes = positions * per_position;
-            }
-            r.peak_running = std::max(r.peak_running, running);
+            detail::record_memory(engine, block_bytes, per_position, r);
         } else if (next < plan.size()) {
-            std::this_thread::sleep_until(t0 + std::chrono::duration_cast<SteadyClock::duration>(
-                                                   std::chrono::duration<double>(plan[next].arrival_s)));
+            std::this_thread::sleep_until(arrival_of(plan[next]));
         }
         for (const RequestResult& res : engine.take_finished()) {
             ++done;
-            r.generated_tokens += static_cast<int>(res.generated_ids.size());
-            r.prefix_hit_tokens += res.cached_tokens;
-            r.draft_proposed += res.draft_proposed;
-            r.draft_accepted += res.draft_accepted;
-            ttft.push_back(res.metrics.ttft_ms);
-            if (res.generated_ids.size() > 1) tpot.push_back(res.metrics.tpot_ms);
-            for (size_t k = 1; k < res.metrics.token_ms.size(); ++k)
-                r.max_gap_ms = std::max(r.max_gap_ms, res.metrics.token_ms[k] - res.metrics.token_ms[k - 1]);
+            detail::record_finished(res, r, ttft, tpot);
         }
     }
+    // The summary: throughput, percentiles, what one context window per request would have held.
     r.wall_s = ms_between(t0, SteadyClock::now()) / 1000.0;
     r.throughput_tokens_per_s = r.wall_s > 0 ? r.generated_tokens / r.wall_s : 0.0;
     r.ttft_ms_p50 = percentile(ttft, 0.50);
@@ -326,4 +342,4 @@ inline StallResult measure_stall(PagedBackend& backend, const Tokenizer& tok, co
     return r;
 }
 
-}  // namespace glass::serve
+}  // namespace serve_measure
