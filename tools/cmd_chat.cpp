@@ -159,7 +159,8 @@ struct ChatState {
     std::vector<int> cached_ids;  // the template layout's reusable prefix
 };
 
-// One turn: the whole conversation rendered again with `line`, the reply streamed and added.
+// One turn: the whole conversation rendered again with `line` (the template layout reuses the
+// cached prefix), the reply streamed and added to it.
 void chat_turn(int turn, const std::string& line, ChatState& chat, ChatOptions& o) {
     auto [prompt, prompt_ids] = chat.conversation.prompt_with(line, chat.tok);
     const int n_prompt = static_cast<int>(prompt_ids.size());
