@@ -69,7 +69,7 @@ Row measure(glass::Session& target, const std::function<std::unique_ptr<glass::D
         std::unique_ptr<glass::Drafter> drafter = make_drafter ? make_drafter() : nullptr;
         const auto t0 = std::chrono::steady_clock::now();
         glass::SpeculativeResult s;
-        if (drafter) s = glass::generate_speculative_from_ids(target, *drafter, tok, prompt, options, {k});
+        if (drafter) s = glass::generate_speculative_from_ids(target, *drafter, tok, prompt, options, {.k = k});
         else s.result = glass::generate_from_ids(target, tok, prompt, options);
         const double seconds = glass::fast::seconds_since(t0);
         row.tokens = static_cast<int>(s.result.generated_ids.size());

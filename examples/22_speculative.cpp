@@ -103,7 +103,7 @@ static int run(int argc, char** argv) {
     glass::CpuSession target(model);
     const glass::Model draft_model = glass::first_layers(model, n_layers);
     glass::ModelDrafter drafter(std::make_unique<glass::CpuSession>(draft_model), "layers:" + std::to_string(n_layers));
-    const glass::SpeculativeResult s = glass::generate_speculative(target, drafter, tok, prompt, options, {k});
+    const glass::SpeculativeResult s = glass::generate_speculative(target, drafter, tok, prompt, options, {.k = k});
 
     // Each round: the draft's guesses, how many the model kept, and the model's own token.
     std::printf("\n");

@@ -154,7 +154,7 @@ TEST_CASE("int8 KV cache: a NaN key stays NaN: the reference refuses it, fast lo
         CHECK_THROWS_WITH_AS(ref.prefill(prompt), doctest::Contains("no finite entry"), glass::Error);
     }
     // The fast session's logits come out NaN, after prefill and after a decode step.
-    FastOptions options{2, WeightType::fp32, false, 4};
+    FastOptions options{.threads = 2, .weights = WeightType::fp32, .prefill_chunk = 4};
     options.kv = glass::KvType::int8;
     FastCpuSession fast(model, options);
     const auto logits = fast.prefill(prompt);
@@ -181,7 +181,7 @@ TEST_CASE("FastCpuSession fp32 equals CpuSession on the shipped model (every ker
                 CAPTURE(chunk);
                 CAPTURE(flash);
                 glass::CpuSession ref(model);
-                FastOptions options{threads, WeightType::fp32, false, chunk, flash};
+                FastOptions options{.threads = threads, .weights = WeightType::fp32, .prefill_chunk = chunk, .flash_attention = flash};
                 options.kernels = set;
                 FastCpuSession fast(model, options);
                 CHECK(std::string(fast.kernel_name()) == set);
@@ -207,12 +207,12 @@ TEST_CASE("FastCpuSession fp32 equals CpuSession on generated shapes: GQA, own c
     for (int i = 0; i < 50; ++i) prompt.push_back((i * 37 + 11) % c.vocab_size);  // 4+ token tiles
     const std::vector<int> next = {5, 17, 42, 3, 88};
     glass::CpuSession ref(model);
-    FastCpuSession fast(model, {2, WeightType::fp32, false, 512, false});  // score-row prefill attention
+    FastCpuSession fast(model, {.threads = 2, .weights = WeightType::fp32, .flash_attention = false});  // score-row prefill attention
     CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
     {  // FlashAttention for the prefill (C19, the default), whole and in chunks of 16 (start > 0)
         for (const int chunk : {512, 16}) {
             glass::CpuSession ref_again(model);
-            FastCpuSession flash(model, {2, WeightType::fp32, false, chunk, true});
+            FastCpuSession flash(model, {.threads = 2, .weights = WeightType::fp32, .prefill_chunk = chunk, .flash_attention = true});
             CHECK(worst_error(ref_again, flash, prompt, next) <= 1e-5);
         }
     }
@@ -225,7 +225,7 @@ TEST_CASE("FastCpuSession fp32 equals CpuSession on generated shapes: GQA, own c
 }
 
 TEST_CASE("bad input: token ids and context length are checked before anything changes") {
-    FastCpuSession fast(test::shipped(), {2, WeightType::fp32, false, 512});
+    FastCpuSession fast(test::shipped(), {.threads = 2, .weights = WeightType::fp32});
     const std::vector<int> bad = {1, 512};
     CHECK_THROWS_WITH_AS(fast.prefill(bad), doctest::Contains("token id 512"), glass::Error);
     CHECK(fast.position() == 0);
@@ -233,7 +233,7 @@ TEST_CASE("bad input: token ids and context length are checked before anything c
     CHECK_THROWS_AS(fast.prefill(std::span<const int>()), glass::Error);
     const std::vector<int> too_long(513, 1);
     CHECK_THROWS_WITH_AS(fast.prefill(too_long), doctest::Contains("513 tokens"), glass::Error);
-    CHECK_THROWS_WITH_AS(FastCpuSession(test::shipped(), {0, WeightType::fp32, false, 512}),
+    CHECK_THROWS_WITH_AS(FastCpuSession(test::shipped(), {.threads = 0, .weights = WeightType::fp32}),
                          doctest::Contains("thread count 0"), glass::Error);
     CHECK_THROWS_WITH_AS(glass::fast::weight_type_from_string("fp8"), doctest::Contains("'fp8'"), glass::Error);
 }
@@ -246,7 +246,7 @@ TEST_CASE("decode allocates nothing: buffers are sized when the session is built
         CAPTURE(glass::fast::to_string(type));
         CAPTURE(glass::to_string(kv));
         CAPTURE(int8_x);
-        glass::fast::FastOptions options{2, type, false, 512};
+        glass::fast::FastOptions options{.threads = 2, .weights = type};
         options.kv = kv;
         options.int8_activations = int8_x;
         FastCpuSession fast(test::shipped(), options);
@@ -308,7 +308,7 @@ TEST_CASE("reduced-precision weights stay within their stated tolerance of the f
     for (WeightType type : kAllTypes) {
         CAPTURE(std::string(glass::fast::to_string(type)));
         glass::CpuSession ref(test::shipped());
-        FastCpuSession fast(test::shipped(), {2, type, false, 512});
+        FastCpuSession fast(test::shipped(), {.threads = 2, .weights = type});
         const double error = worst_error(ref, fast, prompt, next);
         MESSAGE(std::string(glass::fast::to_string(type)) << ": largest logit error / largest logit = " << error);
         CHECK(error <= kernel_checks::weight_tolerance(type));
@@ -329,7 +329,7 @@ TEST_CASE("q8/q4 fast path equals CpuSession on quantized_model (fp32 tolerance)
         for (const std::string& set : all_sets()) {
             CAPTURE(set);
             glass::CpuSession ref(rounded);
-            FastOptions options{2, type, false, 4};  // chunks of 4: prefill and decode kernels
+            FastOptions options{.threads = 2, .weights = type, .prefill_chunk = 4};  // chunks of 4: prefill and decode kernels
             options.kernels = set;
             FastCpuSession fast(test::shipped(), options);
             CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
@@ -354,7 +354,7 @@ TEST_CASE("int8 KV cache: FastCpuSession equals CpuSession's int8 cache; a quart
             CAPTURE(chunk);
             CAPTURE(flash);
             glass::CpuSession ref(test::shipped(), glass::KvType::int8);
-            glass::fast::FastOptions options{2, WeightType::fp32, false, chunk, flash};
+            glass::fast::FastOptions options{.threads = 2, .weights = WeightType::fp32, .prefill_chunk = chunk, .flash_attention = flash};
             options.kv = glass::KvType::int8;
             FastCpuSession fast(test::shipped(), options);
             CHECK(worst_error(ref, fast, prompt, next) <= 1e-3);
@@ -382,7 +382,7 @@ TEST_CASE("int8 activations: logits within 5e-2 of fp32 activations; refused whe
         for (const std::string& set : all_sets()) {
             CAPTURE(std::string(glass::fast::to_string(type)));
             CAPTURE(set);
-            FastOptions o{2, type, false, 512};
+            FastOptions o{.threads = 2, .weights = type};
             o.kernels = set;
             FastCpuSession fp32_x(test::shipped(), o);
             o.int8_activations = true;
@@ -394,7 +394,7 @@ TEST_CASE("int8 activations: logits within 5e-2 of fp32 activations; refused whe
             CHECK(worst > 1e-6);  // the int8 products really ran
             CHECK(worst <= 5e-2);
         }
-    FastOptions bad{1, WeightType::fp32, false, 512};
+    FastOptions bad{.threads = 1, .weights = WeightType::fp32};
     bad.int8_activations = true;
     CHECK_THROWS_WITH_AS(FastCpuSession(test::shipped(), bad), doctest::Contains("the weights are fp32"), glass::Error);
     bad.weights = WeightType::q4_0;
@@ -415,7 +415,7 @@ TEST_CASE("greedy generation on the shipped model matches run.c's goldens (every
         int exact = 0, cases = 0, earliest = 1 << 30;
         for (const auto& g : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
             CAPTURE(g["case"].get<std::string>());
-            FastOptions options{2, type, false, 512};
+            FastOptions options{.threads = 2, .weights = type};
             options.kernels = set;
             FastCpuSession fast(test::shipped(), options);
             glass::GenerateOptions o;
@@ -466,7 +466,7 @@ TEST_CASE("glass generate --threads/--precision runs the fast path and matches t
     // q4 runs the fast path's 4-bit weights: the same ids as the fast session built here.
     const test::Run q4 = test::run(base + " --threads 1 --precision q4");
     REQUIRE(q4.exit_code == 0);
-    FastCpuSession session(test::shipped(), {1, WeightType::q4_0, false, 512});
+    FastCpuSession session(test::shipped(), {.threads = 1, .weights = WeightType::q4_0});
     glass::GenerateOptions o;
     o.sampling.temperature = 0.0f;
     o.max_new_tokens = static_cast<int>(golden["generated_ids"].size());
@@ -482,7 +482,7 @@ TEST_CASE("glass generate --threads/--precision runs the fast path and matches t
         CHECK(nlohmann::json::parse(r.out.substr(r.out.rfind('{')))["generated_ids"] == want_int8.generated_ids);
     }
     // --activations int8: the ids of a q4 session with int8 activations built here.
-    glass::fast::FastOptions int8_x{1, WeightType::q4_0, false, 512};
+    glass::fast::FastOptions int8_x{.threads = 1, .weights = WeightType::q4_0};
     int8_x.int8_activations = true;
     FastCpuSession int8_x_session(test::shipped(), int8_x);
     const auto want_int8_x = glass::generate(int8_x_session, test::shipped_tok(), golden["prompt"].get<std::string>(), o);
@@ -503,7 +503,7 @@ TEST_CASE("kernel sets: GLASS_KERNELS forces one, unknown or unavailable sets ar
         CAPTURE(set);
         REQUIRE(setenv("GLASS_KERNELS", set.c_str(), 1) == 0);
         CHECK(std::string(glass::fast::best_kernels().name) == set);
-        FastCpuSession fast(test::shipped(), FastOptions{1, WeightType::fp32, false, 512});
+        FastCpuSession fast(test::shipped(), FastOptions{.threads = 1, .weights = WeightType::fp32});
         CHECK(std::string(fast.kernel_name()) == set);
     }
     REQUIRE(unsetenv("GLASS_KERNELS") == 0);
@@ -517,7 +517,7 @@ TEST_CASE("kernel sets: GLASS_KERNELS forces one, unknown or unavailable sets ar
         CHECK_THROWS_WITH_AS(glass::fast::best_kernels(), doctest::Contains(forced.c_str()), glass::Error);
         CHECK_THROWS_WITH_AS(glass::fast::kernels_of(other), doctest::Contains("kernel sets it runs: portable"),
                              glass::Error);
-        FastOptions o{1, WeightType::fp32, false, 512};
+        FastOptions o{.threads = 1, .weights = WeightType::fp32};
         o.kernels = other;
         CHECK_THROWS_WITH_AS(FastCpuSession(test::shipped(), o), doctest::Contains("this CPU lacks"), glass::Error);
     }

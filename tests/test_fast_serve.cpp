@@ -61,10 +61,7 @@ std::string name_of(const Config& c) {
            (c.kernels.empty() ? std::string("best") : c.kernels) + " kernels, KV " + glass::to_string(c.kv);
 }
 FastOptions options_of(const Config& c) {
-    FastOptions o{c.threads, c.weights, false, 512};
-    o.kv = c.kv;
-    o.kernels = c.kernels;
-    return o;
+    return {.threads = c.threads, .weights = c.weights, .kv = c.kv, .kernels = c.kernels};
 }
 // Every kernel set this CPU runs: the engine's goldens and batch invariance hold on each.
 std::vector<std::string> all_sets() {
@@ -295,7 +292,7 @@ TEST_CASE("all 36 greedy goldens and the seeded sampling goldens of llama2.c, ba
     for (const std::string& set : all_sets())
       for (WeightType type : {WeightType::fp32, WeightType::fp16}) {
         INFO(set << " kernels, " << glass::fast::to_string(type));
-        FastOptions options{2, type, false, 512};
+        FastOptions options{.threads = 2, .weights = type};
         options.kernels = set;
         FastPagedBackend backend(m, options);
         glass::serve::EngineOptions eo;
@@ -322,7 +319,7 @@ TEST_CASE("all 36 greedy goldens and the seeded sampling goldens of llama2.c, ba
 
 TEST_CASE("bad batches are refused with the offending value, before anything is written") {
     const glass::Model& m = test::shipped();
-    FastPagedBackend b(m, {2, WeightType::fp32, false, 512});
+    FastPagedBackend b(m, {.threads = 2, .weights = WeightType::fp32});
     const std::vector<int> ids = tokens(6, 31, m.config.vocab_size);
     const std::vector<int> table = blocks(0, 2);
     const BatchEntry good{ids, 0, table, true};
@@ -367,6 +364,6 @@ TEST_CASE("bad batches are refused with the offending value, before anything is 
     // Nothing was written: recomputing the last position reads the same K/V as before.
     const BatchEntry again{std::span(ids).subspan(5), 5, table, true};
     CHECK(copy(b.forward({&again, 1})) == before);
-    CHECK_THROWS_WITH_AS(FastPagedBackend(m, {0, WeightType::fp32, false, 512}), doctest::Contains("thread count 0"),
+    CHECK_THROWS_WITH_AS(FastPagedBackend(m, {.threads = 0, .weights = WeightType::fp32}), doctest::Contains("thread count 0"),
                          glass::Error);
 }

@@ -195,7 +195,7 @@ TEST_CASE("example 24_quantization: C14 sizes, the block by hand, and the model'
             const auto want = test::ids_of(g["generated_ids"]);
             if (want.empty()) continue;
             ++cases;
-            glass::fast::FastCpuSession session(model, {1, type, false, 512});
+            glass::fast::FastCpuSession session(model, {.threads = 1, .weights = type});
             glass::GenerateOptions o;
             o.sampling.temperature = 0.0f;
             o.max_new_tokens = static_cast<int>(want.size());

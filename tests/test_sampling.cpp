@@ -48,7 +48,9 @@ TEST_CASE("greedy takes the largest logit; ties go to the lowest id; temperature
 TEST_CASE("invalid sampling parameters and non-finite logits are errors naming the value") {
     glass::Llama2cRng rng(1);
     const std::vector<float> logits = {1.0f, 2.0f};
-    auto with = [](float t, float p, int k, float m) { return glass::SamplingParams{t, p, k, m}; };
+    auto with = [](float t, float p, int k, float m) {
+        return glass::SamplingParams{.temperature = t, .top_p = p, .top_k = k, .min_p = m};
+    };
     CHECK_THROWS_WITH_AS(glass::sample(logits, with(-0.5f, 1, 0, 0), rng), doctest::Contains("-0.5"), glass::Error);
     CHECK_THROWS_WITH_AS(glass::sample(logits, with(NAN, 1, 0, 0), rng), doctest::Contains("nan"), glass::Error);
     CHECK_THROWS_WITH_AS(glass::sample(logits, with(1, 0.0f, 0, 0), rng), doctest::Contains("top-p"), glass::Error);

@@ -190,7 +190,7 @@ TEST_CASE("greedy: every drafter and k = 1..8 give plain greedy's ids on all 36 
                 CAPTURE(rec["case"].get<std::string>());
                 const glass::GenerateOptions options = test::golden_options(rec);
                 const glass::SpeculativeResult s = glass::generate_speculative_from_ids(
-                    target, *drafter, test::shipped_tok(), test::ids_of(rec["prompt_ids"]), options, {k});
+                    target, *drafter, test::shipped_tok(), test::ids_of(rec["prompt_ids"]), options, {.k = k});
                 CHECK(s.result.generated_ids == test::ids_of(rec["generated_ids"]));
                 // The prefill, then one pass per round; each round emits its accepted drafts + 1.
                 const int rounds = int(s.stats.rounds.size());
@@ -221,7 +221,7 @@ TEST_CASE("self-speculation saves target passes; n-gram drafting finds repeats")
     const glass::Model draft_model = glass::first_layers(test::shipped(), test::shipped().config.n_layers - 1);
     glass::ModelDrafter drafter(std::make_unique<glass::CpuSession>(draft_model), "layers");
     const glass::SpeculativeResult s =
-        glass::generate_speculative(target, drafter, test::shipped_tok(), "Once upon a time", options, {4});
+        glass::generate_speculative(target, drafter, test::shipped_tok(), "Once upon a time", options, {.k = 4});
     const int generated = int(s.result.generated_ids.size());
     CHECK(s.stats.acceptance_rate() > 0.2);  // 0.29 measured
     CHECK(s.stats.target_passes < generated);  // plain decoding: one pass per generated token
@@ -246,7 +246,7 @@ TEST_CASE("sampling: a seed replays every decision; stop rules and the cache as 
     const glass::Model draft_model = glass::first_layers(test::shipped(), 3);
     const auto run = [&] {
         glass::ModelDrafter drafter(std::make_unique<glass::CpuSession>(draft_model), "layers");
-        return glass::generate_speculative(target, drafter, test::shipped_tok(), "Once upon a time", options, {5});
+        return glass::generate_speculative(target, drafter, test::shipped_tok(), "Once upon a time", options, {.k = 5});
     };
     const glass::SpeculativeResult a = run();
     const int cached = target.position();
@@ -298,7 +298,7 @@ TEST_CASE("at the context limit: the same tokens and stop reason as plain decodi
     REQUIRE(plain.stop_reason == glass::StopReason::context_full);
     glass::NgramDrafter ngram(3);  // the story repeats itself near the end: long accepted runs
     const glass::SpeculativeResult s =
-        glass::generate_speculative(target, ngram, test::shipped_tok(), "Once upon a time", options, {8});
+        glass::generate_speculative(target, ngram, test::shipped_tok(), "Once upon a time", options, {.k = 8});
     CHECK(s.result.generated_ids == plain.generated_ids);
     CHECK(s.result.stop_reason == glass::StopReason::context_full);
     CHECK(target.position() <= target.config().seq_len);
@@ -312,7 +312,7 @@ TEST_CASE("speculative decoding refuses bad input, naming it") {
     const std::vector<int> prompt = {1, 403, 407};
     for (int k : {0, 17, -1}) {
         const std::string want = "must be in [1, 16], got " + std::to_string(k);
-        CHECK_THROWS_WITH_AS(glass::generate_speculative_from_ids(target, ngram, test::shipped_tok(), prompt, options, {k}),
+        CHECK_THROWS_WITH_AS(glass::generate_speculative_from_ids(target, ngram, test::shipped_tok(), prompt, options, {.k = k}),
                              doctest::Contains(want.c_str()), glass::Error);
     }
     CHECK_THROWS_WITH_AS(glass::first_layers(test::shipped(), test::shipped().config.n_layers),
@@ -330,10 +330,10 @@ TEST_CASE("speculative decoding refuses bad input, naming it") {
     options.max_new_tokens = 20;
     options.sampling.temperature = 0;
     scripted.tokens = std::vector<int>(10, 5);
-    CHECK_THROWS_WITH_AS(glass::generate_speculative_from_ids(target, scripted, test::shipped_tok(), prompt, options, {4}),
+    CHECK_THROWS_WITH_AS(glass::generate_speculative_from_ids(target, scripted, test::shipped_tok(), prompt, options, {.k = 4}),
                          doctest::Contains("proposed 10 tokens, more than the 4 asked"), glass::Error);
     scripted.tokens = {512};
-    CHECK_THROWS_WITH_AS(glass::generate_speculative_from_ids(target, scripted, test::shipped_tok(), prompt, options, {4}),
+    CHECK_THROWS_WITH_AS(glass::generate_speculative_from_ids(target, scripted, test::shipped_tok(), prompt, options, {.k = 4}),
                          doctest::Contains("drafter scripted proposed token 512, outside the vocabulary"), glass::Error);
     // The cache cannot rewind forward or below 0.
     target.reset();
@@ -419,7 +419,7 @@ glass::SpeculativeResult example_run(int k, int layers, glass::GenerateResult* p
         glass::CpuSession s(test::shipped());
         *plain = glass::generate(s, test::shipped_tok(), "Once upon a time", options);
     }
-    return glass::generate_speculative(target, drafter, test::shipped_tok(), "Once upon a time", options, {k});
+    return glass::generate_speculative(target, drafter, test::shipped_tok(), "Once upon a time", options, {.k = k});
 }
 
 void check_example(const std::string& out, int k, int layers) {

@@ -17,85 +17,132 @@
 
 namespace cli {
 
+namespace {
+
+// What the flags ask for, checked before the model is read.
+struct BenchOptions {
+    std::string model_path;
+    int threads = 1, prompt_len = 128, gen = 32, runs = 5;
+    glass::KvType kv = glass::KvType::fp32;
+    bool int8_activations = false;
+    std::string kernels;  // --kernels; "": the best set this CPU runs
+};
+
+BenchOptions bench_options_from_flags(const Flags& flags) {
+    if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
+    if (!flags.has("-m")) throw UsageError("glass bench needs a model: -m FILE (glass random-model makes one)");
+    BenchOptions o;
+    o.model_path = flags.get("-m", "");
+    o.threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    o.prompt_len = flags.number<int>("--prompt-len").value_or(128);
+    o.gen = flags.number<int>("--gen").value_or(32);
+    o.runs = flags.number<int>("--runs").value_or(5);
+    if (o.threads < 1 || o.threads > 256)
+        throw UsageError("--threads must be in [1, 256], got " + std::to_string(o.threads));
+    if (o.prompt_len < 1) throw UsageError("--prompt-len must be ≥ 1, got " + std::to_string(o.prompt_len));
+    if (o.gen < 1) throw UsageError("--gen must be ≥ 1, got " + std::to_string(o.gen));
+    if (o.runs < 5) throw UsageError("--runs must be ≥ 5 (medians need several runs), got " + std::to_string(o.runs));
+    if (flags.has("--precision") && flags.has("--weights"))
+        throw UsageError("--weights is another name for --precision: give one of them");
+    o.kv = kv_from_flags(flags);
+    // --activations int8 needs --precision q8 or q4 given (checked before the model is read).
+    o.int8_activations = int8_activations_from_flags(flags, flags.get("--precision", flags.get("--weights", "")));
+    o.kernels = flags.get("--kernels", "");
+    return o;
+}
+
+// The measured speeds, and what they are divided by: bytes read per token, FLOPs per prompt.
+struct BenchFigures {
+    double pack_s = 0;
+    glass::fast::PhaseSpeeds speeds{};
+    double weight_bytes = 0;      // per decoded token
+    double flops_per_prompt = 0;  // prefill of prompt_len tokens
+};
+
+void print_bench_text(const BenchOptions& o, const glass::ModelConfig& c, const glass::fast::FastCpuSession& session,
+                      const BenchFigures& f) {
+    const auto& pf = f.speeds.prefill_tokens_per_s;
+    const auto& dc = f.speeds.decode_tokens_per_s;
+    std::printf("model %s: dim %d, hidden %d, %d layers, %d/%d heads, vocab %d | %s weights, %s kernels, "
+                "%s dot products, %d threads (packed in %.1f s)\n",
+                o.model_path.c_str(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
+                c.vocab_size, session.panel_types().c_str(), session.kernel_name(), session.dot_products().c_str(),
+                o.threads, f.pack_s);
+    std::printf("prefill (%d tokens): %.1f tokens/s median [%.1f – %.1f] = %.1f GFLOP/s\n", o.prompt_len,
+                pf.median, pf.min, pf.max, f.flops_per_prompt * pf.median / o.prompt_len / 1e9);
+    std::printf("decode (%d tokens):  %.2f tokens/s median [%.2f – %.2f] = %.1f GB/s of weights (%.1f MB/token)\n",
+                o.gen, dc.median, dc.min, dc.max, f.weight_bytes * dc.median / 1e9, f.weight_bytes / 1e6);
+}
+
+nlohmann::json bench_json(const BenchOptions& o, glass::fast::WeightType weights, const glass::fast::FastCpuSession& session,
+                          const BenchFigures& f) {
+    const auto& pf = f.speeds.prefill_tokens_per_s;
+    const auto& dc = f.speeds.decode_tokens_per_s;
+    return {
+        {"model", o.model_path}, {"threads", o.threads}, {"precision", glass::fast::to_string(weights)},
+        {"panel_types", session.panel_types()}, {"kv", glass::to_string(o.kv)},
+        {"kernels", session.kernel_name()}, {"isa", session.kernels().isa}, {"cpu", glass::fast::cpu_model_name()},
+        {"cpu_flags", glass::fast::cpu_feature_list()}, {"dot_products", session.dot_products()}, {"prompt_len", o.prompt_len}, {"gen", o.gen}, {"runs", o.runs},
+        {"prefill_tokens_per_s", pf.median}, {"prefill_tokens_per_s_range", {pf.min, pf.max}},
+        {"decode_tokens_per_s", dc.median}, {"decode_tokens_per_s_range", {dc.min, dc.max}},
+        {"weight_bytes_per_token", session.weight_bytes()},
+        {"decode_weight_bytes_per_s", f.weight_bytes * dc.median},
+        {"prefill_flops_per_s", f.flops_per_prompt * pf.median / o.prompt_len},
+    };
+}
+
+// --probes: read bandwidth and FMA peak with the same threads and kernels, and the speeds as
+// fractions of them; printed, and added to `j`.
+void run_probes(const BenchOptions& o, const glass::fast::FastCpuSession& session, const BenchFigures& f,
+                nlohmann::json& j) {
+    const auto bw = glass::fast::read_bandwidth_probe(o.threads, std::int64_t{1} << 30, 7, session.kernels());
+    const auto peak = glass::fast::fma_peak_probe(o.threads, 7, session.kernels());
+    const double decode_ratio = f.weight_bytes * f.speeds.decode_tokens_per_s.median / bw.median;
+    const double prefill_ratio = f.flops_per_prompt * f.speeds.prefill_tokens_per_s.median / o.prompt_len / peak.median;
+    std::printf("probes (%d threads): read %.1f GB/s [%.1f – %.1f], FMA peak %.1f GFLOP/s [%.1f – %.1f]\n",
+                o.threads, bw.median / 1e9, bw.min / 1e9, bw.max / 1e9, peak.median / 1e9,
+                peak.min / 1e9, peak.max / 1e9);
+    std::printf("decode at %.0f %% of read bandwidth; prefill at %.0f %% of FMA peak\n",
+                100 * decode_ratio, 100 * prefill_ratio);
+    j["read_bandwidth_bytes_per_s"] = bw.median;
+    j["read_bandwidth_range"] = {bw.min, bw.max};
+    j["fma_peak_flops_per_s"] = peak.median;
+    j["fma_peak_range"] = {peak.min, peak.max};
+    j["decode_bandwidth_ratio"] = decode_ratio;
+    j["prefill_fma_ratio"] = prefill_ratio;
+}
+
+}  // namespace
+
 int cmd_bench(int argc, char** argv) {
     Flags flags("bench", {{"-m", true}, {"--threads", true}, {"--prompt-len", true}, {"--gen", true},
                           {"--runs", true}, {"--precision", true}, {"--weights", true}, {"--kv", true}, {"--activations", true},
                           {"--kernels", true}, {"--probes", false}, {"--json", false}, {"--context", true}});
     flags.parse(argc, argv, 2);
-    if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
-    if (!flags.has("-m")) throw UsageError("glass bench needs a model: -m FILE (glass random-model makes one)");
-    const int threads = flags.number<int>("--threads").value_or(
-        static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    const int prompt_len = flags.number<int>("--prompt-len").value_or(128);
-    const int gen = flags.number<int>("--gen").value_or(32);
-    const int runs = flags.number<int>("--runs").value_or(5);
-    if (threads < 1 || threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(threads));
-    if (prompt_len < 1) throw UsageError("--prompt-len must be ≥ 1, got " + std::to_string(prompt_len));
-    if (gen < 1) throw UsageError("--gen must be ≥ 1, got " + std::to_string(gen));
-    if (runs < 5) throw UsageError("--runs must be ≥ 5 (medians need several runs), got " + std::to_string(runs));
-    if (flags.has("--precision") && flags.has("--weights"))
-        throw UsageError("--weights is another name for --precision: give one of them");
-    const glass::KvType kv = kv_from_flags(flags);
-    // --activations int8 needs --precision q8 or q4 given (checked before the model is read).
-    const bool int8_activations = int8_activations_from_flags(flags, flags.get("--precision", flags.get("--weights", "")));
-    glass::Model model = glass::load_model(flags.get("-m", ""), glass::LoadWeights::as_stored);  // llama2.c, GGUF or a folder
+    const BenchOptions o = bench_options_from_flags(flags);
+
+    glass::Model model = glass::load_model(o.model_path, glass::LoadWeights::as_stored);  // llama2.c, GGUF or a folder
     context_from_flags(flags, model);
     // No --precision: the type the file stores its matrices in (fp32 for llama2.c).
-    const std::string precision = flags.get("--precision", flags.get("--weights", glass::fast::to_string(glass::fast::stored_weight_type(model))));
+    const std::string stored = glass::fast::to_string(glass::fast::stored_weight_type(model));
+    const std::string precision = flags.get("--precision", flags.get("--weights", stored));
     const auto weights = glass::fast::weight_type_from_string(precision);
     const glass::ModelConfig& c = model.config;
-    if (prompt_len + gen > c.seq_len)
-        glass::fail("--prompt-len ", prompt_len, " + --gen ", gen, " exceeds the context window of ", c.seq_len);
-    auto t0 = std::chrono::steady_clock::now();
-    glass::fast::FastOptions options{.threads = threads, .weights = weights, .prefill_chunk = 512};
-    options.kv = kv;
-    options.int8_activations = int8_activations;
-    options.kernels = flags.get("--kernels", "");
-    glass::fast::FastCpuSession session(model, options);
-    const double pack_s = glass::fast::seconds_since(t0);
-    const auto speeds = glass::fast::measure_phases(session, prompt_len, gen, runs);
-    const auto& pf = speeds.prefill_tokens_per_s;
-    const auto& dc = speeds.decode_tokens_per_s;
-    const double bytes = static_cast<double>(session.weight_bytes());
-    const double flops_per_prompt = glass::fast::prefill_flops(c, prompt_len);
+    if (o.prompt_len + o.gen > c.seq_len)
+        glass::fail("--prompt-len ", o.prompt_len, " + --gen ", o.gen, " exceeds the context window of ", c.seq_len);
 
-    std::printf("model %s: dim %d, hidden %d, %d layers, %d/%d heads, vocab %d | %s weights, %s kernels, "
-                "%s dot products, %d threads (packed in %.1f s)\n",
-                flags.get("-m", "").c_str(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
-                c.vocab_size, session.panel_types().c_str(), session.kernel_name(), session.dot_products().c_str(),
-                threads, pack_s);
-    std::printf("prefill (%d tokens): %.1f tokens/s median [%.1f – %.1f] = %.1f GFLOP/s\n", prompt_len,
-                pf.median, pf.min, pf.max, flops_per_prompt * pf.median / prompt_len / 1e9);
-    std::printf("decode (%d tokens):  %.2f tokens/s median [%.2f – %.2f] = %.1f GB/s of weights (%.1f MB/token)\n",
-                gen, dc.median, dc.min, dc.max, bytes * dc.median / 1e9, bytes / 1e6);
-    nlohmann::json j = {
-        {"model", flags.get("-m", "")}, {"threads", threads}, {"precision", glass::fast::to_string(weights)},
-        {"panel_types", session.panel_types()}, {"kv", glass::to_string(options.kv)},
-        {"kernels", session.kernel_name()}, {"isa", session.kernels().isa}, {"cpu", glass::fast::cpu_model_name()},
-        {"cpu_flags", glass::fast::cpu_feature_list()}, {"dot_products", session.dot_products()}, {"prompt_len", prompt_len}, {"gen", gen}, {"runs", runs},
-        {"prefill_tokens_per_s", pf.median}, {"prefill_tokens_per_s_range", {pf.min, pf.max}},
-        {"decode_tokens_per_s", dc.median}, {"decode_tokens_per_s_range", {dc.min, dc.max}},
-        {"weight_bytes_per_token", session.weight_bytes()},
-        {"decode_weight_bytes_per_s", bytes * dc.median},
-        {"prefill_flops_per_s", flops_per_prompt * pf.median / prompt_len},
-    };
-    if (flags.has("--probes")) {
-        const auto bw = glass::fast::read_bandwidth_probe(threads, std::int64_t{1} << 30, 7, session.kernels());
-        const auto peak = glass::fast::fma_peak_probe(threads, 7, session.kernels());
-        const double decode_ratio = bytes * dc.median / bw.median;
-        const double prefill_ratio = flops_per_prompt * pf.median / prompt_len / peak.median;
-        std::printf("probes (%d threads): read %.1f GB/s [%.1f – %.1f], FMA peak %.1f GFLOP/s [%.1f – %.1f]\n",
-                    threads, bw.median / 1e9, bw.min / 1e9, bw.max / 1e9, peak.median / 1e9,
-                    peak.min / 1e9, peak.max / 1e9);
-        std::printf("decode at %.0f %% of read bandwidth; prefill at %.0f %% of FMA peak\n",
-                    100 * decode_ratio, 100 * prefill_ratio);
-        j["read_bandwidth_bytes_per_s"] = bw.median;
-        j["read_bandwidth_range"] = {bw.min, bw.max};
-        j["fma_peak_flops_per_s"] = peak.median;
-        j["fma_peak_range"] = {peak.min, peak.max};
-        j["decode_bandwidth_ratio"] = decode_ratio;
-        j["prefill_fma_ratio"] = prefill_ratio;
-    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const glass::fast::FastOptions options{.threads = o.threads, .weights = weights, .prefill_chunk = 512, .kv = o.kv,
+                                           .int8_activations = o.int8_activations, .kernels = o.kernels};
+    glass::fast::FastCpuSession session(model, options);
+    BenchFigures f{.pack_s = glass::fast::seconds_since(t0)};
+    f.speeds = glass::fast::measure_phases(session, o.prompt_len, o.gen, o.runs);
+    f.weight_bytes = static_cast<double>(session.weight_bytes());
+    f.flops_per_prompt = glass::fast::prefill_flops(c, o.prompt_len);
+
+    print_bench_text(o, c, session, f);
+    nlohmann::json j = bench_json(o, weights, session, f);
+    if (flags.has("--probes")) run_probes(o, session, f, j);
     if (flags.has("--json")) std::printf("%s\n", dump(j).c_str());
     return 0;
 }

@@ -126,6 +126,78 @@ void report_turn(int turn, const glass::GenerateResult& r, const glass::Generate
                  m.prompt_tokens, cached.c_str(), m.ttft_ms, m.generated_tokens, m.tpot_ms, stop);
 }
 
+// The sampling and length of every turn; turn k samples with seed + k - 1.
+struct ChatOptions {
+    glass::GenerateOptions generate;
+    std::uint64_t seed = 0;
+    bool json = false;  // one JSON object per turn on stdout
+};
+
+ChatOptions chat_options_from_flags(const Flags& flags) {
+    ChatOptions o;
+    glass::GenerateOptions& g = o.generate;
+    g.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
+    g.sampling.top_p = flags.number<float>("--top-p").value_or(0.9f);
+    g.sampling.top_k = flags.number<int>("--top-k").value_or(0);
+    g.sampling.min_p = flags.number<float>("--min-p").value_or(0.0f);
+    glass::validate(g.sampling);
+    o.seed = flags.number<std::uint64_t>("--seed").value_or(
+        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
+    g.max_new_tokens = flags.number<int>("--max-new-tokens").value_or(64);
+    if (g.max_new_tokens <= 0)
+        throw UsageError("--max-new-tokens must be > 0, got " + std::to_string(g.max_new_tokens));
+    o.json = flags.has("--json");
+    return o;
+}
+
+// What stays from turn to turn: the conversation, the session and the ids whose K/V it holds.
+struct ChatState {
+    Conversation conversation;
+    glass::CpuSession& session;
+    const glass::Tokenizer& tok;
+    int seq_len;
+    std::vector<int> cached_ids;  // the template layout's reusable prefix
+};
+
+// One turn: the whole conversation rendered again with `line` (the template layout reuses the
+// cached prefix), the reply streamed and added to it.
+void chat_turn(int turn, const std::string& line, ChatState& chat, ChatOptions& o) {
+    auto [prompt, prompt_ids] = chat.conversation.prompt_with(line, chat.tok);
+    const int n_prompt = static_cast<int>(prompt_ids.size());
+    if (n_prompt == 0) glass::fail("turn ", turn, ": the chat template rendered the conversation as no text at all");
+    if (n_prompt > chat.seq_len)
+        glass::fail("turn ", turn, ": the conversation is ", n_prompt, " tokens, more than the context window of ",
+                    chat.seq_len, " (glass chat keeps the whole history; start a new chat)");
+    o.generate.seed = o.seed + static_cast<std::uint64_t>(turn - 1);
+    o.generate.cached_prompt_tokens = chat.conversation.has_template() ? reusable_prefix(chat.cached_ids, prompt_ids) : 0;
+    const glass::GenerateResult r = glass::generate_from_ids(chat.session, chat.tok, prompt_ids, o.generate,
+                                                             [](std::string_view text) { std::cout << text << std::flush; });
+    std::cout << "\n" << std::flush;
+    chat.conversation.add_reply(prompt, r.text);
+    chat.cached_ids = r.prompt_ids;  // + every generated token but the last (sampled, never fed back)
+    if (!r.generated_ids.empty())
+        chat.cached_ids.insert(chat.cached_ids.end(), r.generated_ids.begin(), r.generated_ids.end() - 1);
+    report_turn(turn, r, o.generate, o.json);
+}
+
+// One turn per non-empty line of stdin, until it ends.
+void chat_loop(ChatState& chat, ChatOptions& o) {
+    const bool interactive = ::isatty(STDIN_FILENO);
+    if (interactive)
+        std::fprintf(stderr, chat.conversation.has_template()
+                                 ? "glass chat: one turn per line, Ctrl-D ends.\n"
+                                 : "glass chat: one turn per line, Ctrl-D ends. This model has no chat "
+                                   "template (the shipped one writes stories).\n");
+    int turn = 0;
+    for (std::string line;;) {
+        if (interactive) std::fprintf(stderr, "> ");
+        if (!std::getline(std::cin, line)) break;
+        if (!line.empty() && line.back() == '\r') line.pop_back();  // a file written on Windows
+        if (line.empty()) continue;
+        chat_turn(++turn, line, chat, o);
+    }
+}
+
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
@@ -136,19 +208,7 @@ int cmd_chat(int argc, char** argv) {
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty())
         throw UsageError("unexpected argument '" + flags.positional()[0] + "' (glass chat reads the turns from stdin)");
-
-    glass::GenerateOptions options;
-    options.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
-    options.sampling.top_p = flags.number<float>("--top-p").value_or(0.9f);
-    options.sampling.top_k = flags.number<int>("--top-k").value_or(0);
-    options.sampling.min_p = flags.number<float>("--min-p").value_or(0.0f);
-    glass::validate(options.sampling);
-    const std::uint64_t seed = flags.number<std::uint64_t>("--seed").value_or(
-        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
-    options.max_new_tokens = flags.number<int>("--max-new-tokens").value_or(64);
-    if (options.max_new_tokens <= 0)
-        throw UsageError("--max-new-tokens must be > 0, got " + std::to_string(options.max_new_tokens));
-    const bool json = flags.has("--json");
+    ChatOptions options = chat_options_from_flags(flags);
     nlohmann::ordered_json variables = template_variables_from_flags(flags);
 
     // -m: a llama2.c checkpoint, a GGUF or a Hugging Face folder, with its own tokenizer (-t
@@ -162,41 +222,12 @@ int cmd_chat(int argc, char** argv) {
     Conversation conversation(chat_format_from_flags(flags, model_path, tok), std::move(variables), flags.get("--system", ""));
     if (!conversation.has_template() && flags.has("--set"))
         throw UsageError("--set gives a chat template variables; this model has none (give --chat-template FILE)");
-    if (!conversation.has_template()) options.stop_strings = {"\n"};  // the plain layout: one reply, one line
+    if (!conversation.has_template()) options.generate.stop_strings = {"\n"};  // the plain layout: one reply, one line
     glass::CpuSession session(model);
 
-    const bool interactive = ::isatty(STDIN_FILENO);
-    if (interactive)
-        std::fprintf(stderr, conversation.has_template() ? "glass chat: one turn per line, Ctrl-D ends.\n"
-                                                         : "glass chat: one turn per line, Ctrl-D ends. This model has no chat "
-                                                           "template (the shipped one writes stories).\n");
-    std::vector<int> cached_ids;  // the ids whose K/V the session holds (template layout)
-    int turn = 0;
-    for (std::string line;;) {
-        if (interactive) std::fprintf(stderr, "> ");
-        if (!std::getline(std::cin, line)) break;
-        if (!line.empty() && line.back() == '\r') line.pop_back();  // a file written on Windows
-        if (line.empty()) continue;
-        ++turn;
-
-        // The whole conversation, rendered again; the template layout reuses the cached prefix.
-        auto [prompt, prompt_ids] = conversation.prompt_with(line, tok);
-        const int n_prompt = static_cast<int>(prompt_ids.size());
-        if (n_prompt == 0) glass::fail("turn ", turn, ": the chat template rendered the conversation as no text at all");
-        if (n_prompt > model.config.seq_len)
-            glass::fail("turn ", turn, ": the conversation is ", n_prompt, " tokens, more than the context window of ",
-                        model.config.seq_len, " (glass chat keeps the whole history; start a new chat)");
-        options.seed = seed + static_cast<std::uint64_t>(turn - 1);
-        options.cached_prompt_tokens = conversation.has_template() ? reusable_prefix(cached_ids, prompt_ids) : 0;
-        const glass::GenerateResult r = glass::generate_from_ids(session, tok, prompt_ids, options, [](std::string_view text) {
-            std::cout << text << std::flush;
-        });
-        std::cout << "\n" << std::flush;
-        conversation.add_reply(prompt, r.text);
-        cached_ids = r.prompt_ids;  // + every generated token but the last (sampled, never fed back)
-        if (!r.generated_ids.empty()) cached_ids.insert(cached_ids.end(), r.generated_ids.begin(), r.generated_ids.end() - 1);
-        report_turn(turn, r, options, json);
-    }
+    ChatState chat{.conversation = std::move(conversation), .session = session, .tok = tok,
+                   .seq_len = model.config.seq_len, .cached_ids = {}};
+    chat_loop(chat, options);
     return 0;
 }
 

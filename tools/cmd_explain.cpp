@@ -83,6 +83,34 @@ std::vector<LayerRecord> record_trace(const glass::ForwardTrace& trace, Explanat
     return layers;
 }
 
+// Sampling: the coin glass::sample is about to draw and the distribution it walks (temperature,
+// then top-k, min-p, top-p, renormalized), into `d`; `draw_probs` [vocab] gets each candidate's share.
+void rebuild_draw(std::span<const float> logits, const glass::SamplingParams& params, const glass::Llama2cRng& rng,
+                  Decision& d, std::vector<float>& draw_probs) {
+    d.rule = "sample";
+    glass::Llama2cRng peek = rng;  // the draw glass::sample is about to make
+    d.coin = peek.next_f32();
+    const std::vector<float> at_t = glass::probabilities(logits, params.temperature);
+    std::vector<glass::Candidate> kept;
+    if (params.top_k == 0 && params.min_p == 0.0f && params.top_p >= 1.0f) {
+        d.order = "id";  // glass::draw_in_id_order: every token, in id order
+        for (size_t i = 0; i < at_t.size(); ++i) kept.push_back({static_cast<int>(i), at_t[i]});
+    } else {
+        d.order = "probability";
+        kept = glass::sorted_candidates(at_t);
+        glass::keep_top_k(kept, params.top_k);
+        glass::keep_min_p(kept, params.min_p);
+        glass::keep_top_p(kept, params.top_p, params.nucleus);
+    }
+    d.candidates = static_cast<int>(kept.size());
+    float mass = 0.0f;  // glass::draw scales the coin by the kept mass; dividing by it is the same
+    for (const glass::Candidate& c : kept) mass += c.p;
+    for (const glass::Candidate& c : kept) {
+        d.distribution.push_back({c.id, c.p / mass});
+        draw_probs[static_cast<size_t>(c.id)] = c.p / mass;
+    }
+}
+
 // The choice of the next token, and the numbers behind it: the top-5 by the model's own
 // distribution (temperature 1) and, when sampling, the distribution the draw actually used.
 // glass::sample makes the choice; the distribution is rebuilt here with the same stage functions
@@ -92,32 +120,10 @@ void decide(std::span<const float> logits, const glass::SamplingParams& params, 
     const std::vector<float> probs = glass::probabilities(logits, 1.0f);  // [vocab]
     Decision& d = step.decision;
     std::vector<float> draw_probs(probs.size(), 0.0f);                    // [vocab], 0 = not a candidate
-    if (params.temperature == 0.0f) {
+    if (params.temperature == 0.0f)
         d.rule = "greedy";
-    } else {
-        d.rule = "sample";
-        glass::Llama2cRng peek = rng;  // the draw glass::sample is about to make
-        d.coin = peek.next_f32();
-        const std::vector<float> at_t = glass::probabilities(logits, params.temperature);
-        std::vector<glass::Candidate> kept;
-        if (params.top_k == 0 && params.min_p == 0.0f && params.top_p >= 1.0f) {
-            d.order = "id";  // glass::draw_in_id_order: every token, in id order
-            for (size_t i = 0; i < at_t.size(); ++i) kept.push_back({static_cast<int>(i), at_t[i]});
-        } else {
-            d.order = "probability";
-            kept = glass::sorted_candidates(at_t);
-            glass::keep_top_k(kept, params.top_k);
-            glass::keep_min_p(kept, params.min_p);
-            glass::keep_top_p(kept, params.top_p, params.nucleus);
-        }
-        d.candidates = static_cast<int>(kept.size());
-        float mass = 0.0f;  // glass::draw scales the coin by the kept mass; dividing by it is the same
-        for (const glass::Candidate& c : kept) mass += c.p;
-        for (const glass::Candidate& c : kept) {
-            d.distribution.push_back({c.id, c.p / mass});
-            draw_probs[static_cast<size_t>(c.id)] = c.p / mass;
-        }
-    }
+    else
+        rebuild_draw(logits, params, rng, d, draw_probs);
     d.id = glass::sample(logits, params, rng);
     d.piece = tok.piece(d.id);
     d.probability = probs[static_cast<size_t>(d.id)];
@@ -285,59 +291,66 @@ static nlohmann::json floats(const std::vector<float>& values) {
     return out;
 }
 
-nlohmann::json to_json(const Explanation& e) {
+// One step's layers: residual norms and each head's most attended positions.
+static nlohmann::json layers_json(const StepRecord& s) {
     using nlohmann::json;
-    json tokens = json::array();
-    for (const TokenRecord& t : e.tokens)
-        tokens.push_back({{"position", t.position}, {"id", t.id}, {"piece", t.piece}, {"role", t.role}});
-    json steps = json::array();
-    for (const StepRecord& s : e.steps) {
-        json layers = json::array();
-        for (const LayerRecord& r : s.layers) {
-            json heads = json::array();
-            for (const HeadFocus& h : r.heads) {
-                json top = json::array();
-                for (const AttendedPosition& a : h.top) top.push_back({{"position", a.position}, {"weight", exact_float(a.weight)}});
-                heads.push_back({{"head", h.head}, {"kv_head", h.kv_head}, {"top", top}});
-            }
-            layers.push_back({{"residual_norm_after_attention", exact_float(r.residual_norm_after_attention)},
-                              {"residual_norm_after_mlp", exact_float(r.residual_norm_after_mlp)},
-                              {"heads", heads}});
+    json layers = json::array();
+    for (const LayerRecord& r : s.layers) {
+        json heads = json::array();
+        for (const HeadFocus& h : r.heads) {
+            json top = json::array();
+            for (const AttendedPosition& a : h.top) top.push_back({{"position", a.position}, {"weight", exact_float(a.weight)}});
+            heads.push_back({{"head", h.head}, {"kv_head", h.kv_head}, {"top", top}});
         }
-        json top = json::array();
-        for (const TopToken& t : s.top)
-            top.push_back({{"id", t.id}, {"piece", t.piece}, {"logit", exact_float(t.logit)},
-                           {"probability", exact_float(t.probability)},
-                           {"draw_probability", exact_float(t.draw_probability)}});
-        const Decision& d = s.decision;
-        json decision = {{"rule", d.rule}, {"id", d.id}, {"piece", d.piece},
-                         {"probability", exact_float(d.probability)},
-                         {"draw_probability", exact_float(d.draw_probability)}};
-        if (d.rule == "sample") {
-            json distribution = json::array();  // [[id, draw probability], ...] in the order the draw walks
-            for (const DrawCandidate& c : d.distribution) distribution.push_back({c.id, exact_float(c.probability)});
-            decision["coin"] = exact_float(d.coin);
-            decision["candidates"] = d.candidates;
-            decision["order"] = d.order;
-            decision["distribution"] = distribution;
-            decision["cumulative_before"] = d.cumulative_before;
-            decision["cumulative_after"] = d.cumulative_after;
-        }
-        steps.push_back({{"kind", s.kind},
-                         {"first_position", s.first_position},
-                         {"input_ids", s.input_ids},
-                         {"layers", layers},
-                         {"top5", top},
-                         {"decision", decision},
-                         {"kv_cache", {{"tokens", s.kv.tokens},
-                                       {"formula_bytes", s.kv.formula_bytes},
-                                       {"cache_bytes_used", s.kv.cache_bytes_used},
-                                       {"cache_bytes_in_rows", s.kv.cache_bytes_in_rows},
-                                       {"cache_bytes_reserved", s.kv.cache_bytes_reserved}}}});
+        layers.push_back({{"residual_norm_after_attention", exact_float(r.residual_norm_after_attention)},
+                          {"residual_norm_after_mlp", exact_float(r.residual_norm_after_mlp)},
+                          {"heads", heads}});
     }
-    json embedding_rows = json::array();
-    for (const std::vector<float>& row : e.embedding_rows) embedding_rows.push_back(floats(row));
-    json attention = json::array();  // [position][layer][head] -> weights
+    return layers;
+}
+
+static nlohmann::json decision_json(const Decision& d) {
+    using nlohmann::json;
+    json decision = {{"rule", d.rule}, {"id", d.id}, {"piece", d.piece},
+                     {"probability", exact_float(d.probability)},
+                     {"draw_probability", exact_float(d.draw_probability)}};
+    if (d.rule == "sample") {
+        json distribution = json::array();  // [[id, draw probability], ...] in the order the draw walks
+        for (const DrawCandidate& c : d.distribution) distribution.push_back({c.id, exact_float(c.probability)});
+        decision["coin"] = exact_float(d.coin);
+        decision["candidates"] = d.candidates;
+        decision["order"] = d.order;
+        decision["distribution"] = distribution;
+        decision["cumulative_before"] = d.cumulative_before;
+        decision["cumulative_after"] = d.cumulative_after;
+    }
+    return decision;
+}
+
+static nlohmann::json step_json(const StepRecord& s) {
+    using nlohmann::json;
+    json top = json::array();
+    for (const TopToken& t : s.top)
+        top.push_back({{"id", t.id}, {"piece", t.piece}, {"logit", exact_float(t.logit)},
+                       {"probability", exact_float(t.probability)},
+                       {"draw_probability", exact_float(t.draw_probability)}});
+    return {{"kind", s.kind},
+            {"first_position", s.first_position},
+            {"input_ids", s.input_ids},
+            {"layers", layers_json(s)},
+            {"top5", top},
+            {"decision", decision_json(s.decision)},
+            {"kv_cache", {{"tokens", s.kv.tokens},
+                          {"formula_bytes", s.kv.formula_bytes},
+                          {"cache_bytes_used", s.kv.cache_bytes_used},
+                          {"cache_bytes_in_rows", s.kv.cache_bytes_in_rows},
+                          {"cache_bytes_reserved", s.kv.cache_bytes_reserved}}}};
+}
+
+// [position][layer][head] -> weights
+static nlohmann::json attention_json(const Explanation& e) {
+    using nlohmann::json;
+    json attention = json::array();
     for (const auto& at_position : e.attention) {
         json layers = json::array();
         for (const auto& at_layer : at_position) {
@@ -347,6 +360,18 @@ nlohmann::json to_json(const Explanation& e) {
         }
         attention.push_back(layers);
     }
+    return attention;
+}
+
+nlohmann::json to_json(const Explanation& e) {
+    using nlohmann::json;
+    json tokens = json::array();
+    for (const TokenRecord& t : e.tokens)
+        tokens.push_back({{"position", t.position}, {"id", t.id}, {"piece", t.piece}, {"role", t.role}});
+    json steps = json::array();
+    for (const StepRecord& s : e.steps) steps.push_back(step_json(s));
+    json embedding_rows = json::array();
+    for (const std::vector<float>& row : e.embedding_rows) embedding_rows.push_back(floats(row));
     std::vector<int> prompt_ids, generated_ids;
     for (const TokenRecord& t : e.tokens) (t.role == "prompt" ? prompt_ids : generated_ids).push_back(t.id);
     return {{"model", {{"path", e.model_path}, {"tokenizer", e.tokenizer_path}, {"dim", e.dim},
@@ -365,8 +390,117 @@ nlohmann::json to_json(const Explanation& e) {
             {"stop", e.stop},
             {"embedding", {{"values_shown", e.embedding_values_shown}, {"rows", embedding_rows}}},
             {"steps", steps},
-            {"attention", attention}};
+            {"attention", attention_json(e)}};
 }
+
+namespace {
+
+// What explain checks before the model loads.
+struct ExplainOptions {
+    int decode_steps = 4;
+    TextFilter filter;             // --layer, --head, --brief
+    glass::SamplingParams params;  // greedy unless asked otherwise: an explanation should repeat
+};
+
+ExplainOptions explain_options_from_flags(const Flags& flags) {
+    if (!flags.positional().empty())
+        throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
+    if (!flags.has("-p")) throw UsageError("glass explain needs a prompt: -p PROMPT");
+    ExplainOptions o;
+    o.decode_steps = flags.number<int>("-n").value_or(4);
+    if (o.decode_steps < 0)
+        throw UsageError("-n (decode steps) must be >= 0, got " + std::to_string(o.decode_steps));
+    if (flags.has("--html") && flags.get("--html", "").empty()) throw UsageError("--html needs a file name");
+    o.filter.layer = flags.number<int>("--layer").value_or(-1);
+    o.filter.head = flags.number<int>("--head").value_or(-1);
+    o.filter.brief = flags.has("--brief");
+    if (o.filter.brief && (flags.has("--layer") || flags.has("--head")))
+        throw UsageError("--brief drops every per-layer line; --layer/--head choose among them: give one or the other");
+    o.params.temperature = flags.number<float>("--temperature").value_or(0.0f);
+    o.params.top_p = flags.number<float>("--top-p").value_or(0.9f);
+    o.params.top_k = flags.number<int>("--top-k").value_or(0);
+    o.params.min_p = flags.number<float>("--min-p").value_or(0.0f);
+    glass::validate(o.params);
+    return o;
+}
+
+// The explanation's header: the model's shape and the request's settings; --layer/--head checked
+// against the model.
+void describe_request(const Flags& flags, const ExplainOptions& o, const glass::ModelConfig& c, Explanation& e) {
+    e.tokenizer_path = flags.has("-t") || glass::model_file_kind(e.model_path) == glass::ModelFileKind::llama2c
+                           ? flags.get("-t", kDefaultTokenizer)
+                           : e.model_path;
+    e.dim = c.dim, e.hidden_dim = c.hidden_dim, e.n_layers = c.n_layers, e.n_heads = c.n_heads;
+    e.n_kv_heads = c.n_kv_heads, e.head_dim = c.head_dim, e.vocab_size = c.vocab_size, e.seq_len = c.seq_len;
+    e.decode_steps_requested = o.decode_steps;
+    e.temperature = o.params.temperature, e.top_p = o.params.top_p, e.top_k = o.params.top_k, e.min_p = o.params.min_p;
+    e.seed = flags.number<std::uint64_t>("--seed").value_or(42);
+    e.embedding_values_shown = std::min(kEmbeddingValuesShown, c.dim);
+    if (flags.has("--layer") && (o.filter.layer < 0 || o.filter.layer >= c.n_layers))
+        glass::fail("--layer ", o.filter.layer, ": the model has ", c.n_layers, " layers (0..", c.n_layers - 1, ")");
+    if (flags.has("--head") && (o.filter.head < 0 || o.filter.head >= c.n_heads))
+        glass::fail("--head ", o.filter.head, ": the model has ", c.n_heads, " query heads per layer (0..",
+                    c.n_heads - 1, ")");
+}
+
+// --chat: -p is a user message; the prompt is the model's chat template around it (the text
+// the model reads, special tokens recognised, BOS only if the template writes it).
+void apply_chat_template(const Flags& flags, const glass::Tokenizer& tok, Explanation& e) {
+    if (!flags.has("--chat") && (flags.has("--chat-template") || flags.has("--system")))
+        throw UsageError("--chat-template and --system go with --chat");
+    if (!flags.has("--chat")) return;
+    const std::optional<glass::chat::ModelChatTemplate> t = chat_template_from_flags(flags, e.model_path, tok);
+    if (!t) glass::fail("--chat: model '", e.model_path, "' carries no chat template; give one with --chat-template FILE");
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (flags.has("--system")) messages.push_back({{"role", "system"}, {"content", flags.get("--system", "")}});
+    messages.push_back({{"role", "user"}, {"content", e.prompt}});
+    e.prompt = glass::chat::ChatTemplate(t->source, "chat template " + t->origin)
+                   .render({.messages = messages, .tools = std::nullopt, .add_generation_prompt = true,
+                            .bos_token = t->bos_token, .eos_token = t->eos_token,
+                            .extra = nlohmann::ordered_json::object(), .now_unix_seconds = std::nullopt});
+    e.chat_template = t->origin;
+}
+
+// The prompt's ids (checked against the context window), recorded as the first tokens.
+std::vector<int> tokenize_prompt(const glass::Tokenizer& tok, int decode_steps, int seq_len, Explanation& e) {
+    e.bos_added = e.chat_template.empty() && tok.adds_bos();
+    const std::vector<int> prompt_ids = e.chat_template.empty() ? tok.encode(e.prompt, e.bos_added, /*add_eos=*/false)
+                                                                : glass::chat::chat_prompt_ids(tok, e.prompt);
+    if (prompt_ids.empty()) glass::fail("the prompt is empty (no tokens)");
+    const int n_prompt = static_cast<int>(prompt_ids.size());
+    if (static_cast<std::int64_t>(n_prompt) + decode_steps > seq_len)
+        glass::fail("prompt of ", n_prompt, " tokens plus ", decode_steps, " decode steps needs ",
+                    static_cast<std::int64_t>(n_prompt) + decode_steps,
+                    " positions, more than the context window of ", seq_len);
+    for (int p = 0; p < n_prompt; ++p) e.tokens.push_back({p, prompt_ids[p], tok.piece(prompt_ids[p]), "prompt"});
+    return prompt_ids;
+}
+
+// The request: prefill the prompt, then feed each chosen token back for N decode steps.
+void run_request(const glass::Model& model, const glass::Tokenizer& tok, const std::vector<int>& prompt_ids,
+                 const ExplainOptions& o, Explanation& e) {
+    glass::KVCache cache(model.config);
+    glass::Llama2cRng rng(e.seed);
+    int next = run_step(model, tok, cache, prompt_ids, o.params, rng, e);
+    int prev = prompt_ids.back();
+    glass::Utf8Stream text;
+    e.stop = "steps";
+    for (int step = 0;; ++step) {
+        e.tokens.push_back({cache.length(), next, tok.piece(next), "next"});
+        if (next == tok.bos_id() || tok.ends_generation(next)) {  // EOS, <|im_end|>, <end_of_turn> ...
+            e.stop = next == tok.bos_id() ? "bos" : "eos";
+            break;
+        }
+        e.text += text.push(tok.decode(prev, next));
+        if (step == o.decode_steps) break;
+        e.tokens.back().role = "generated";  // it goes through the model now
+        prev = next;
+        next = run_step(model, tok, cache, {next}, o.params, rng, e);
+    }
+    e.text += text.finish();
+}
+
+}  // namespace
 
 int cmd_explain(int argc, char** argv) {
     Flags flags("explain", {{"-m", true}, {"-t", true}, {"-p", true}, {"-n", true}, {"--json", false},
@@ -375,26 +509,7 @@ int cmd_explain(int argc, char** argv) {
                             {"--brief", false}, {"--context", true}, {"--chat", false}, {"--chat-template", true},
                             {"--system", true}});
     flags.parse(argc, argv, 2);
-    if (!flags.positional().empty())
-        throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
-    if (!flags.has("-p")) throw UsageError("glass explain needs a prompt: -p PROMPT");
-    const int decode_steps = flags.number<int>("-n").value_or(4);
-    if (decode_steps < 0)
-        throw UsageError("-n (decode steps) must be >= 0, got " + std::to_string(decode_steps));
-    if (flags.has("--html") && flags.get("--html", "").empty()) throw UsageError("--html needs a file name");
-    TextFilter filter;
-    filter.layer = flags.number<int>("--layer").value_or(-1);
-    filter.head = flags.number<int>("--head").value_or(-1);
-    filter.brief = flags.has("--brief");
-    if (filter.brief && (flags.has("--layer") || flags.has("--head")))
-        throw UsageError("--brief drops every per-layer line; --layer/--head choose among them: give one or the other");
-
-    glass::SamplingParams params;  // greedy unless asked otherwise: an explanation should repeat
-    params.temperature = flags.number<float>("--temperature").value_or(0.0f);
-    params.top_p = flags.number<float>("--top-p").value_or(0.9f);
-    params.top_k = flags.number<int>("--top-k").value_or(0);
-    params.min_p = flags.number<float>("--min-p").value_or(0.0f);
-    glass::validate(params);
+    const ExplainOptions options = explain_options_from_flags(flags);
 
     Explanation e{};
     e.model_path = flags.get("-m", kDefaultModel);
@@ -406,74 +521,14 @@ int cmd_explain(int argc, char** argv) {
     const std::unique_ptr<glass::Tokenizer> tok_owned =
         glass::load_model_tokenizer(e.model_path, model, flags.get("-t", ""), kDefaultTokenizer);
     const glass::Tokenizer& tok = *tok_owned;
-    e.tokenizer_path = flags.has("-t") || glass::model_file_kind(e.model_path) == glass::ModelFileKind::llama2c
-                           ? flags.get("-t", kDefaultTokenizer)
-                           : e.model_path;
-    const glass::ModelConfig& c = model.config;
-    e.dim = c.dim, e.hidden_dim = c.hidden_dim, e.n_layers = c.n_layers, e.n_heads = c.n_heads;
-    e.n_kv_heads = c.n_kv_heads, e.head_dim = c.head_dim, e.vocab_size = c.vocab_size, e.seq_len = c.seq_len;
-    e.decode_steps_requested = decode_steps;
-    e.temperature = params.temperature, e.top_p = params.top_p, e.top_k = params.top_k, e.min_p = params.min_p;
-    e.seed = flags.number<std::uint64_t>("--seed").value_or(42);
-    e.embedding_values_shown = std::min(kEmbeddingValuesShown, c.dim);
-    if (flags.has("--layer") && (filter.layer < 0 || filter.layer >= c.n_layers))
-        glass::fail("--layer ", filter.layer, ": the model has ", c.n_layers, " layers (0..", c.n_layers - 1, ")");
-    if (flags.has("--head") && (filter.head < 0 || filter.head >= c.n_heads))
-        glass::fail("--head ", filter.head, ": the model has ", c.n_heads, " query heads per layer (0..",
-                    c.n_heads - 1, ")");
-
-    // --chat: -p is a user message; the prompt is the model's chat template around it (the text
-    // the model reads, special tokens recognised, BOS only if the template writes it).
-    if (!flags.has("--chat") && (flags.has("--chat-template") || flags.has("--system")))
-        throw UsageError("--chat-template and --system go with --chat");
-    if (flags.has("--chat")) {
-        const std::optional<glass::chat::ModelChatTemplate> t = chat_template_from_flags(flags, e.model_path, tok);
-        if (!t)
-            glass::fail("--chat: model '", e.model_path, "' carries no chat template; give one with --chat-template FILE");
-        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-        if (flags.has("--system")) messages.push_back({{"role", "system"}, {"content", flags.get("--system", "")}});
-        messages.push_back({{"role", "user"}, {"content", e.prompt}});
-        e.prompt = glass::chat::ChatTemplate(t->source, "chat template " + t->origin)
-                       .render({.messages = messages, .tools = std::nullopt, .add_generation_prompt = true,
-                                .bos_token = t->bos_token, .eos_token = t->eos_token,
-                                .extra = nlohmann::ordered_json::object(), .now_unix_seconds = std::nullopt});
-        e.chat_template = t->origin;
-    }
-    e.bos_added = e.chat_template.empty() && tok.adds_bos();
-    const std::vector<int> prompt_ids = e.chat_template.empty() ? tok.encode(e.prompt, e.bos_added, /*add_eos=*/false)
-                                                                : glass::chat::chat_prompt_ids(tok, e.prompt);
-    if (prompt_ids.empty()) glass::fail("the prompt is empty (no tokens)");
-    const int n_prompt = static_cast<int>(prompt_ids.size());
-    if (static_cast<std::int64_t>(n_prompt) + decode_steps > c.seq_len)
-        glass::fail("prompt of ", n_prompt, " tokens plus ", decode_steps, " decode steps needs ",
-                    static_cast<std::int64_t>(n_prompt) + decode_steps,
-                    " positions, more than the context window of ", c.seq_len);
-    for (int p = 0; p < n_prompt; ++p) e.tokens.push_back({p, prompt_ids[p], tok.piece(prompt_ids[p]), "prompt"});
-
-    // The request: prefill the prompt, then feed each chosen token back for N decode steps.
-    glass::KVCache cache(c);
-    glass::Llama2cRng rng(e.seed);
-    int next = run_step(model, tok, cache, prompt_ids, params, rng, e);
-    int prev = prompt_ids.back();
-    glass::Utf8Stream text;
-    e.stop = "steps";
-    for (int step = 0;; ++step) {
-        e.tokens.push_back({cache.length(), next, tok.piece(next), "next"});
-        if (next == tok.bos_id() || tok.ends_generation(next)) {  // EOS, <|im_end|>, <end_of_turn> ...
-            e.stop = next == tok.bos_id() ? "bos" : "eos";
-            break;
-        }
-        e.text += text.push(tok.decode(prev, next));
-        if (step == decode_steps) break;
-        e.tokens.back().role = "generated";  // it goes through the model now
-        prev = next;
-        next = run_step(model, tok, cache, {next}, params, rng, e);
-    }
-    e.text += text.finish();
+    describe_request(flags, options, model.config, e);
+    apply_chat_template(flags, tok, e);
+    const std::vector<int> prompt_ids = tokenize_prompt(tok, options.decode_steps, model.config.seq_len, e);
+    run_request(model, tok, prompt_ids, options, e);
 
     const nlohmann::json j = to_json(e);
     if (flags.has("--html")) write_explain_html(flags.get("--html", ""), j);  // fails before printing
-    print_text(e, filter);
+    print_text(e, options.filter);
     if (flags.has("--json")) std::cout << dump(j) << "\n";
     return 0;
 }

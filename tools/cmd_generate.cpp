@@ -30,87 +30,79 @@ namespace {
 //                                         CPU and CUDA alike)
 //   --activations fp32|int8 (CPU)         decode's inputs in int8 blocks, integer dot products
 //                                         (integer weights: q8, q4, the k-quants)
-std::unique_ptr<glass::Session> make_session(const std::string& device, const glass::Model& model,
-                                             const std::string& precision, std::optional<int> threads,
-                                             bool cuda_graph, glass::KvType kv, bool int8_activations,
-                                             bool cuda_flash = false) {
-    if (device == "cpu" && !threads && precision.empty() && !int8_activations) return std::make_unique<glass::CpuSession>(model, kv);
-    if (device == "cpu") {
-        glass::fast::FastOptions options;
-        options.threads = threads.value_or(1);
+struct Backend {
+    std::string device = "cpu";  // cpu or cuda
+    std::string precision;       // "": the file's own type (fast CPU path), fp32 (CUDA)
+    std::optional<int> threads;  // --threads: the fast CPU path
+    bool cuda_graph = false, cuda_flash = false;
+    glass::KvType kv = glass::KvType::fp32;
+    bool int8_activations = false;
+
+    // Whether --device cpu means the fast CPU path rather than the plain reference.
+    bool fast_cpu() const { return device == "cpu" && (threads || !precision.empty() || int8_activations); }
+};
+
+std::unique_ptr<glass::Session> make_session(const Backend& b, const glass::Model& model) {
+    if (b.device == "cpu" && !b.fast_cpu()) return std::make_unique<glass::CpuSession>(model, b.kv);
+    if (b.device == "cpu") {
         // No --precision: the type the file stores its matrices in (Q4_0 -> q4, BF16 -> bf16, ...).
-        options.weights = precision.empty() ? glass::fast::stored_weight_type(model)
-                                            : glass::fast::weight_type_from_string(precision);
-        options.kv = kv;
-        options.int8_activations = int8_activations;
+        const glass::fast::FastOptions options{
+            .threads = b.threads.value_or(1),
+            .weights = b.precision.empty() ? glass::fast::stored_weight_type(model)
+                                           : glass::fast::weight_type_from_string(b.precision),
+            .kv = b.kv,
+            .int8_activations = b.int8_activations};
         return std::make_unique<glass::fast::FastCpuSession>(model, options);
     }
 #ifdef GLASS_HAVE_CUDA
-    glass::cuda::CudaOptions options;
-    options.weights = glass::cuda::weight_type_from_string(precision.empty() ? "fp32" : precision);
-    options.graph = cuda_graph;
-    options.kv = kv;
-    if (cuda_flash) options.attention = glass::cuda::SessionAttention::flash;
+    const glass::cuda::CudaOptions options{
+        .weights = glass::cuda::weight_type_from_string(b.precision.empty() ? "fp32" : b.precision),
+        .graph = b.cuda_graph,
+        .kv = b.kv,
+        .attention = b.cuda_flash ? glass::cuda::SessionAttention::flash : glass::cuda::SessionAttention::standard};
     return std::make_unique<glass::cuda::CudaSession>(model, options);  // "no CUDA device: ..." if none
 #else
-    (void)precision;
-    (void)cuda_graph;
-    (void)cuda_flash;
     glass::fail("--device cuda: this glass was built without CUDA (configured with GLASS_CUDA=OFF, "
                 "or no nvcc was found); install the CUDA toolkit and reconfigure, or use --device cpu");
 #endif
 }
 
-}  // namespace
-
-int cmd_generate(int argc, char** argv) {
-    Flags flags("generate", {{"-m", true}, {"-t", true}, {"-p", true}, {"-n", true},
-                             {"--max-new-tokens", true}, {"--temperature", true}, {"--top-p", true},
-                             {"--top-k", true}, {"--min-p", true}, {"--seed", true},
-                             {"--stop", true}, {"--json", false}, {"--roofline", false},
-                             {"--device", true}, {"--precision", true}, {"--threads", true},
-                             {"--cuda-graph", false}, {"--top-logprobs", true},
-                             {"--draft", true}, {"--draft-k", true}, {"--kv", true},
-                             {"--activations", true}, {"--cuda-attention", true}, {"--context", true}});
-    flags.parse(argc, argv, 2);
-    if (!flags.positional().empty())
-        throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
-    if (!flags.has("-p")) throw UsageError("glass generate needs a prompt: -p PROMPT");
-    if (flags.has("-n") && flags.has("--max-new-tokens"))
-        throw UsageError("give -n STEPS or --max-new-tokens N, not both");
-
-    const std::string device = flags.get("--device", "cpu");
-    if (device != "cpu" && device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + device + "'");
-    const std::string precision = flags.get("--precision", "");
-    if (!precision.empty()) {
+Backend backend_from_flags(const Flags& flags) {
+    Backend b;
+    b.device = flags.get("--device", "cpu");
+    if (b.device != "cpu" && b.device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + b.device + "'");
+    b.precision = flags.get("--precision", "");
+    if (!b.precision.empty()) {
         try {
-            glass::fast::weight_type_from_string(precision);
+            glass::fast::weight_type_from_string(b.precision);
         } catch (const glass::Error& e) {
             throw UsageError(std::string("--precision: ") + e.what());
         }
     }
-    if (flags.has("--cuda-graph") && device != "cuda") throw UsageError("--cuda-graph applies to --device cuda");
+    b.cuda_graph = flags.has("--cuda-graph");
+    if (b.cuda_graph && b.device != "cuda") throw UsageError("--cuda-graph applies to --device cuda");
     const std::string cuda_attention = flags.get("--cuda-attention", "standard");
     if (cuda_attention != "standard" && cuda_attention != "flash")
         throw UsageError("--cuda-attention must be standard or flash, got '" + cuda_attention + "'");
-    if (flags.has("--cuda-attention") && device != "cuda") throw UsageError("--cuda-attention applies to --device cuda");
-    const glass::KvType kv = kv_from_flags(flags);
-    const bool int8_activations = int8_activations_from_flags(flags, precision);  // integer weights only
-    if (int8_activations && device != "cpu")
+    if (flags.has("--cuda-attention") && b.device != "cuda") throw UsageError("--cuda-attention applies to --device cuda");
+    b.cuda_flash = cuda_attention == "flash";
+    b.kv = kv_from_flags(flags);
+    b.int8_activations = int8_activations_from_flags(flags, b.precision);  // integer weights only
+    if (b.int8_activations && b.device != "cpu")
         throw UsageError("--activations int8 is the CPU's integer dot product (VNNI); --device cuda widens q8/q4 "
                          "weights and multiplies fp32 inputs: drop --activations");
-    if (int8_activations && flags.has("--draft"))
+    if (b.int8_activations && flags.has("--draft"))
         throw UsageError("--draft checks drafts with a prefill pass, which multiplies fp32 inputs; with "
                          "--activations int8 its greedy text would not be plain decoding's: drop one of them");
-    const auto threads = flags.number<int>("--threads");
-    if (threads && device != "cpu") throw UsageError("--threads applies to --device cpu");
-    if (threads && (*threads < 1 || *threads > 256))
-        throw UsageError("--threads must be in [1, 256], got " + std::to_string(*threads));
+    b.threads = flags.number<int>("--threads");
+    if (b.threads && b.device != "cpu") throw UsageError("--threads applies to --device cpu");
+    if (b.threads && (*b.threads < 1 || *b.threads > 256))
+        throw UsageError("--threads must be in [1, 256], got " + std::to_string(*b.threads));
+    return b;
+}
 
-    // Speculative decoding (speculative.hpp): --draft SPEC, --draft-k K tokens drafted per round.
-    const std::string draft_spec = flags.get("--draft", "");
-    const int draft_k = draft_k_from_flags(flags);
-
+// Sampling, seed, stop strings and --top-logprobs; max_new_tokens waits for the prompt's length.
+glass::GenerateOptions generate_options_from_flags(const Flags& flags) {
     glass::GenerateOptions options;
     options.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
     options.sampling.top_p = flags.number<float>("--top-p").value_or(0.9f);
@@ -127,125 +119,205 @@ int cmd_generate(int argc, char** argv) {
                          std::to_string(options.top_logprobs));
     if (flags.has("--top-logprobs") && !flags.has("--json"))
         throw UsageError("--top-logprobs adds to the --json record: give --json too");
-    const auto steps = flags.number<int>("-n");
-    const auto max_new = flags.number<int>("--max-new-tokens");
-    if (steps && *steps <= 0) throw UsageError("-n (steps) must be > 0, got " + std::to_string(*steps));
-    if (max_new && *max_new <= 0)
-        throw UsageError("--max-new-tokens must be > 0, got " + std::to_string(*max_new));
+    return options;
+}
+
+// Everything generate's flags ask for, checked before the model loads.
+struct GenerateRequest {
+    Backend backend;
+    std::string draft_spec;  // --draft: speculative decoding (speculative.hpp); "" for none
+    int draft_k = 4;         // --draft-k: tokens drafted per round
+    glass::GenerateOptions options;
+    std::optional<int> steps, max_new_tokens;  // -n counts the prompt's tokens; --max-new-tokens does not
+};
+
+GenerateRequest request_from_flags(const Flags& flags) {
+    if (!flags.positional().empty())
+        throw UsageError("unexpected argument '" + flags.positional()[0] + "' (the prompt goes after -p)");
+    if (!flags.has("-p")) throw UsageError("glass generate needs a prompt: -p PROMPT");
+    if (flags.has("-n") && flags.has("--max-new-tokens"))
+        throw UsageError("give -n STEPS or --max-new-tokens N, not both");
+    GenerateRequest r;
+    r.backend = backend_from_flags(flags);
+    r.draft_spec = flags.get("--draft", "");
+    r.draft_k = draft_k_from_flags(flags);
+    r.options = generate_options_from_flags(flags);
+    r.steps = flags.number<int>("-n");
+    r.max_new_tokens = flags.number<int>("--max-new-tokens");
+    if (r.steps && *r.steps <= 0) throw UsageError("-n (steps) must be > 0, got " + std::to_string(*r.steps));
+    if (r.max_new_tokens && *r.max_new_tokens <= 0)
+        throw UsageError("--max-new-tokens must be > 0, got " + std::to_string(*r.max_new_tokens));
+    return r;
+}
+
+// The prompt's length decides how many tokens -n leaves to generate (it must fit the window).
+void set_max_new_tokens(GenerateRequest& r, const glass::Tokenizer& tok, const std::string& prompt, int seq_len) {
+    const int n_prompt = static_cast<int>(tok.encode(prompt, tok.adds_bos(), false).size());
+    if (n_prompt > seq_len)  // before anything is printed
+        glass::fail("prompt of ", n_prompt, " tokens is longer than the context window of ", seq_len);
+    r.options.max_new_tokens =
+        r.max_new_tokens ? *r.max_new_tokens : glass::new_tokens_for_steps(r.steps.value_or(256), n_prompt);
+    if (r.options.max_new_tokens == 0)
+        std::fprintf(stderr, "glass: -n %d leaves no room to generate after a %d-token prompt\n",
+                     r.steps.value_or(256), n_prompt);
+}
+
+// What one generation produced; `spec` stays empty without a drafter.
+struct Generation {
+    glass::GenerateResult result;
+    glass::SpeculativeStats spec;
+};
+
+// The prompt, then the text as it streams, then a newline: the story first, the timings after.
+Generation run_generation(glass::Session& session, glass::Drafter* drafter, const glass::Tokenizer& tok,
+                          const std::string& prompt, const GenerateRequest& r) {
+    std::cout << glass::utf8::sanitize(prompt) << std::flush;
+    const auto print = [](std::string_view text) { std::cout << text << std::flush; };
+    Generation g;
+    if (drafter) {
+        glass::SpeculativeResult s =
+            glass::generate_speculative(session, *drafter, tok, prompt, r.options, {.k = r.draft_k}, print);
+        g.result = std::move(s.result);
+        g.spec = std::move(s.stats);
+    } else {
+        g.result = glass::generate(session, tok, prompt, r.options, print);
+    }
+    std::cout << "\n" << std::flush;
+    return g;
+}
+
+void print_timings(const Generation& g, const glass::Drafter* drafter, int draft_k) {
+    const glass::GenerationMetrics& m = g.result.metrics;
+    std::fprintf(stderr,
+                 "[%d prompt tokens, %d generated, stop: %s] TTFT %.2f ms | TPOT %.3f ms | "
+                 "%.1f tokens/s decode | %.1f tokens/s end to end\n",
+                 m.prompt_tokens, m.generated_tokens, glass::to_string(g.result.stop_reason), m.ttft_ms,
+                 m.tpot_ms, m.decode_tokens_per_s, m.tokens_per_s);
+    if (drafter)
+        std::fprintf(stderr, "[draft %s, k %d] %lld of %lld drafted tokens accepted (%.1f%%); %d target passes for %d tokens\n",
+                     drafter->name().c_str(), draft_k, static_cast<long long>(g.spec.accepted),
+                     static_cast<long long>(g.spec.proposed), 100.0 * g.spec.acceptance_rate(), g.spec.target_passes,
+                     m.generated_tokens);
+}
+
+// --roofline (C7): each decoded token reads every weight once (plus the cache so far); returns the
+// decode speed that read bandwidth allows.
+double print_roofline(const glass::GenerationMetrics& m) {
+    const double bandwidth = glass::measure_read_bandwidth();
+    const double bytes = static_cast<double>(m.weight_bytes_per_token) +
+                         static_cast<double>(m.kv_bytes_per_token) * (m.prompt_tokens + m.generated_tokens);
+    const double bandwidth_bound = glass::bandwidth_bound_tokens_per_s(bytes, bandwidth);
+    std::fprintf(stderr,
+                 "[roofline] %.2f MB read per token at %.1f GB/s measured read bandwidth -> "
+                 "decode limit %.0f tokens/s; achieved %.0f%% of it%s\n",
+                 bytes / 1e6, bandwidth / 1e9, bandwidth_bound,
+                 100.0 * m.decode_tokens_per_s / bandwidth_bound,
+                 bytes < 8e6 ? " (these weights fit in CPU cache, so DRAM is not the limit here)" : "");
+    return bandwidth_bound;
+}
+
+// --top-logprobs: per step, the chosen token and the most likely ones. "token": the text the id
+// adds after the token before it.
+nlohmann::json logprobs_json(const glass::GenerateResult& r, const glass::Tokenizer& tok) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (std::size_t i = 0; i < r.logprobs.size(); ++i) {
+        const int prev = i == 0 ? r.prompt_ids.back() : r.generated_ids[i - 1];
+        const auto entry = [&](const glass::TokenLogprob& t) {
+            return nlohmann::json{{"id", t.id}, {"token", tok.decode(prev, t.id)}, {"logprob", t.logprob}};
+        };
+        nlohmann::json step = entry(r.logprobs[i].chosen);
+        step["top_logprobs"] = nlohmann::json::array();
+        for (const glass::TokenLogprob& t : r.logprobs[i].top) step["top_logprobs"].push_back(entry(t));
+        steps.push_back(step);
+    }
+    return steps;
+}
+
+nlohmann::json generation_json(const std::string& prompt, const Generation& g, const glass::GenerateOptions& options) {
+    const glass::GenerateResult& r = g.result;
+    const glass::GenerationMetrics& m = r.metrics;
+    return {
+        {"prompt", prompt},
+        {"prompt_ids", r.prompt_ids},
+        {"generated_ids", r.generated_ids},
+        {"text", r.text},
+        {"full_text", glass::utf8::sanitize(prompt) + r.text},
+        {"stop_reason", glass::to_string(r.stop_reason)},
+        {"seed", options.seed},
+        {"temperature", as_decimal(options.sampling.temperature)},
+        {"top_p", as_decimal(options.sampling.top_p)},
+        {"top_k", options.sampling.top_k},
+        {"min_p", as_decimal(options.sampling.min_p)},
+        {"prompt_tokens", m.prompt_tokens},
+        {"generated_tokens", m.generated_tokens},
+        {"ttft_ms", m.ttft_ms},
+        {"tpot_ms", m.tpot_ms},
+        {"tokens_per_s", m.tokens_per_s},
+        {"decode_tokens_per_s", m.decode_tokens_per_s},
+        {"prefill_tokens_per_s", m.prefill_tokens_per_s},
+        {"kv_bytes_per_token", m.kv_bytes_per_token},
+        {"weight_bytes_per_token", m.weight_bytes_per_token},
+    };
+}
+
+void print_generate_json(const std::string& prompt, const Generation& g, const GenerateRequest& r,
+                         const glass::Drafter* drafter, double bandwidth_bound, const glass::Tokenizer& tok) {
+    nlohmann::json j = generation_json(prompt, g, r.options);
+    if (bandwidth_bound > 0) j["bandwidth_bound_tokens_per_s"] = bandwidth_bound;
+    if (drafter) {
+        j["draft"] = drafter->name();
+        j["draft_k"] = r.draft_k;
+        j["draft_proposed"] = g.spec.proposed;
+        j["draft_accepted"] = g.spec.accepted;
+        j["acceptance_rate"] = g.spec.acceptance_rate();
+        j["target_passes"] = g.spec.target_passes;
+    }
+    if (!g.result.logprobs.empty()) j["logprobs"] = logprobs_json(g.result, tok);
+    std::cout << dump(j) << "\n";
+}
+
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+    Flags flags("generate", {{"-m", true}, {"-t", true}, {"-p", true}, {"-n", true},
+                             {"--max-new-tokens", true}, {"--temperature", true}, {"--top-p", true},
+                             {"--top-k", true}, {"--min-p", true}, {"--seed", true},
+                             {"--stop", true}, {"--json", false}, {"--roofline", false},
+                             {"--device", true}, {"--precision", true}, {"--threads", true},
+                             {"--cuda-graph", false}, {"--top-logprobs", true},
+                             {"--draft", true}, {"--draft-k", true}, {"--kv", true},
+                             {"--activations", true}, {"--cuda-attention", true}, {"--context", true}});
+    flags.parse(argc, argv, 2);
+    GenerateRequest request = request_from_flags(flags);
 
     // -m: a llama2.c checkpoint, or a GGUF file whose own vocabulary is the tokenizer (-t overrides).
     // The fast CPU path packs a GGUF's or folder's matrices from their stored blocks: loaded
     // as_stored, no fp32 copy of them is made. The reference and CUDA read fp32.
     const std::string model_path = flags.get("-m", kDefaultModel);
-    const bool fast_path = device == "cpu" && (threads || !precision.empty() || int8_activations);
-    glass::Model model = glass::load_model(model_path, fast_path ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
+    glass::Model model = glass::load_model(
+        model_path, request.backend.fast_cpu() ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
     context_from_flags(flags, model);
     const std::unique_ptr<glass::Tokenizer> tok_owned =
         glass::load_model_tokenizer(model_path, model, flags.get("-t", ""), kDefaultTokenizer);
     const glass::Tokenizer& tok = *tok_owned;
     const std::string prompt = flags.get("-p", "");
-    const int n_prompt = static_cast<int>(tok.encode(prompt, tok.adds_bos(), false).size());
-    if (n_prompt > model.config.seq_len)  // before anything is printed
-        glass::fail("prompt of ", n_prompt, " tokens is longer than the context window of ",
-                    model.config.seq_len);
-    options.max_new_tokens = max_new ? *max_new : glass::new_tokens_for_steps(steps.value_or(256), n_prompt);
-    if (options.max_new_tokens == 0)
-        std::fprintf(stderr, "glass: -n %d leaves no room to generate after a %d-token prompt\n",
-                     steps.value_or(256), n_prompt);
+    set_max_new_tokens(request, tok, prompt, model.config.seq_len);
 
-    const std::unique_ptr<glass::Session> session = make_session(device, model, precision, threads, flags.has("--cuda-graph"), kv, int8_activations,
-                                                                 cuda_attention == "flash");
+    const std::unique_ptr<glass::Session> session = make_session(request.backend, model);
+    // --draft: the draft model runs where the model does (no CUDA graph, fp32 inputs).
+    Backend draft_backend = request.backend;
+    draft_backend.cuda_graph = draft_backend.int8_activations = false;
     std::vector<std::unique_ptr<glass::Model>> draft_models;
     const std::unique_ptr<glass::Drafter> drafter =
-        draft_spec.empty() ? nullptr : drafter_factory(draft_spec, model, draft_models, [&](const glass::Model& m) {
-            return make_session(device, m, precision, threads, false, kv, false, cuda_attention == "flash");  // the draft runs where the model does
-        })();
-    std::cout << glass::utf8::sanitize(prompt) << std::flush;
-    const auto print = [](std::string_view text) { std::cout << text << std::flush; };
-    glass::SpeculativeStats spec;
-    glass::GenerateResult r;
-    if (drafter) {
-        glass::SpeculativeResult s = glass::generate_speculative(*session, *drafter, tok, prompt, options, {draft_k}, print);
-        r = std::move(s.result);
-        spec = std::move(s.stats);
-    } else {
-        r = glass::generate(*session, tok, prompt, options, print);
-    }
-    std::cout << "\n" << std::flush;  // the story first, then the timings on stderr
+        request.draft_spec.empty()
+            ? nullptr
+            : drafter_factory(request.draft_spec, model, draft_models,
+                              [&](const glass::Model& m) { return make_session(draft_backend, m); })();
 
-    const glass::GenerationMetrics& m = r.metrics;
-    std::fprintf(stderr,
-                 "[%d prompt tokens, %d generated, stop: %s] TTFT %.2f ms | TPOT %.3f ms | "
-                 "%.1f tokens/s decode | %.1f tokens/s end to end\n",
-                 m.prompt_tokens, m.generated_tokens, glass::to_string(r.stop_reason), m.ttft_ms,
-                 m.tpot_ms, m.decode_tokens_per_s, m.tokens_per_s);
-    if (drafter)
-        std::fprintf(stderr, "[draft %s, k %d] %lld of %lld drafted tokens accepted (%.1f%%); %d target passes for %d tokens\n",
-                     drafter->name().c_str(), draft_k, static_cast<long long>(spec.accepted),
-                     static_cast<long long>(spec.proposed), 100.0 * spec.acceptance_rate(), spec.target_passes,
-                     m.generated_tokens);
-    double bandwidth_bound = 0;
-    if (flags.has("--roofline")) {
-        // C7: each decoded token reads every weight once (plus the cache so far).
-        const double bandwidth = glass::measure_read_bandwidth();
-        const double bytes = static_cast<double>(m.weight_bytes_per_token) +
-                             static_cast<double>(m.kv_bytes_per_token) * (m.prompt_tokens + m.generated_tokens);
-        bandwidth_bound = glass::bandwidth_bound_tokens_per_s(bytes, bandwidth);
-        std::fprintf(stderr,
-                     "[roofline] %.2f MB read per token at %.1f GB/s measured read bandwidth -> "
-                     "decode limit %.0f tokens/s; achieved %.0f%% of it%s\n",
-                     bytes / 1e6, bandwidth / 1e9, bandwidth_bound,
-                     100.0 * m.decode_tokens_per_s / bandwidth_bound,
-                     bytes < 8e6 ? " (these weights fit in CPU cache, so DRAM is not the limit here)" : "");
-    }
-    if (flags.has("--json")) {
-        nlohmann::json j = {
-            {"prompt", prompt},
-            {"prompt_ids", r.prompt_ids},
-            {"generated_ids", r.generated_ids},
-            {"text", r.text},
-            {"full_text", glass::utf8::sanitize(prompt) + r.text},
-            {"stop_reason", glass::to_string(r.stop_reason)},
-            {"seed", options.seed},
-            {"temperature", as_decimal(options.sampling.temperature)},
-            {"top_p", as_decimal(options.sampling.top_p)},
-            {"top_k", options.sampling.top_k},
-            {"min_p", as_decimal(options.sampling.min_p)},
-            {"prompt_tokens", m.prompt_tokens},
-            {"generated_tokens", m.generated_tokens},
-            {"ttft_ms", m.ttft_ms},
-            {"tpot_ms", m.tpot_ms},
-            {"tokens_per_s", m.tokens_per_s},
-            {"decode_tokens_per_s", m.decode_tokens_per_s},
-            {"prefill_tokens_per_s", m.prefill_tokens_per_s},
-            {"kv_bytes_per_token", m.kv_bytes_per_token},
-            {"weight_bytes_per_token", m.weight_bytes_per_token},
-        };
-        if (bandwidth_bound > 0) j["bandwidth_bound_tokens_per_s"] = bandwidth_bound;
-        if (drafter) {
-            j["draft"] = drafter->name();
-            j["draft_k"] = draft_k;
-            j["draft_proposed"] = spec.proposed;
-            j["draft_accepted"] = spec.accepted;
-            j["acceptance_rate"] = spec.acceptance_rate();
-            j["target_passes"] = spec.target_passes;
-        }
-        if (!r.logprobs.empty()) {  // "token": the text the id adds after the token before it
-            nlohmann::json steps = nlohmann::json::array();
-            for (std::size_t i = 0; i < r.logprobs.size(); ++i) {
-                const int prev = i == 0 ? r.prompt_ids.back() : r.generated_ids[i - 1];
-                const auto entry = [&](const glass::TokenLogprob& t) {
-                    return nlohmann::json{{"id", t.id}, {"token", tok.decode(prev, t.id)}, {"logprob", t.logprob}};
-                };
-                nlohmann::json step = entry(r.logprobs[i].chosen);
-                step["top_logprobs"] = nlohmann::json::array();
-                for (const glass::TokenLogprob& t : r.logprobs[i].top) step["top_logprobs"].push_back(entry(t));
-                steps.push_back(step);
-            }
-            j["logprobs"] = steps;
-        }
-        std::cout << dump(j) << "\n";
-    }
+    const Generation g = run_generation(*session, drafter.get(), tok, prompt, request);
+    print_timings(g, drafter.get(), request.draft_k);
+    const double bandwidth_bound = flags.has("--roofline") ? print_roofline(g.result.metrics) : 0.0;
+    if (flags.has("--json")) print_generate_json(prompt, g, request, drafter.get(), bandwidth_bound, tok);
     return 0;
 }
 

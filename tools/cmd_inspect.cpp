@@ -85,113 +85,128 @@ std::vector<TensorRow> llama2c_tensors(const glass::ModelConfig& c) {
     return rows;
 }
 
-}  // namespace
-
-int cmd_inspect(int argc, char** argv) {
-    Flags flags("inspect", {{"--json", false}});
-    flags.parse(argc, argv, 2);
-    if (flags.positional().size() != 1) throw UsageError("glass inspect needs one model: glass inspect MODEL [--json]");
-    const std::string path = flags.positional()[0];
-
-    // The header only: nothing is dequantized or read beyond it.
-    const glass::ModelFileKind kind = glass::model_file_kind(path);
-    glass::ModelConfig c;
-    glass::ConfigSources sources;
+// What inspect reports of one file, read from its header: nothing is dequantized or read beyond it.
+struct ModelHeader {
+    glass::ModelConfig config;
+    glass::ConfigSources sources;  // config field -> where its value came from
     std::string architecture;
     std::vector<TensorRow> tensors;
-    if (kind == glass::ModelFileKind::gguf) {
-        const glass::GgufModelFile g = glass::open_gguf_model(path);
-        try {
-            c = glass::gguf_model_config(g, &sources);
-        } catch (const glass::Error& e) {
-            glass::fail("GGUF file '", path, "': ", e.what());
-        }
-        architecture = g.meta.get_string("general.architecture", "");
-        for (const glass::GgufTensorInfo& t : g.tensors) {
-            std::vector<std::int64_t> shape(t.ne.rbegin(), t.ne.rend());  // ggml's ne is innermost first
-            std::int64_t n = 1;
-            for (const std::int64_t d : t.ne) n *= d;
-            const glass::GgmlBlock b = glass::ggml_block_of(t.type);
-            tensors.push_back({t.name, glass::ggml_type_name(t.type), shape, b.weights ? glass::ggml_bytes(t.type, n) : -1});
-        }
-    } else if (kind == glass::ModelFileKind::llama2c) {
-        c = glass::load_llama2c_checkpoint(path).config;
-        architecture = "llama (llama2.c checkpoint)";
-        for (const char* field : {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"})
-            sources[field] = "llama2.c header";
-        sources["shared_classifier"] = "llama2.c header (sign of vocab_size)";
-        sources["head_dim"] = "dim / n_heads";
-        tensors = llama2c_tensors(c);
-    } else {  // a Hugging Face folder: config.json and the safetensors headers
-        const nlohmann::json root = glass::detail::read_json_file(path + "/config.json");
-        const nlohmann::json& text = root.contains("text_config") ? root["text_config"] : root;
-        std::vector<std::string> files;
-        struct stat st {};
-        if (::stat((path + "/model.safetensors").c_str(), &st) == 0) {
-            files.push_back("model.safetensors");
-        } else {
-            std::set<std::string> shards;
-            const nlohmann::json index = glass::detail::read_json_file(path + "/model.safetensors.index.json");
-            for (const auto& [name, shard] : index.at("weight_map").items()) shards.insert(shard.get<std::string>());
-            files.assign(shards.begin(), shards.end());
-        }
-        int vocab_rows = 0;
-        for (const std::string& file : files) {
-            const glass::SafetensorsFile f = glass::open_safetensors(path + "/" + file);
-            for (const auto& [name, t] : f.tensors) {
-                tensors.push_back({name, t.dtype, t.shape, static_cast<std::int64_t>(t.bytes.size())});
-                if (name.size() >= 23 && name.compare(name.size() - 23, 23, "embed_tokens.weight") == 0 && !t.shape.empty())
-                    vocab_rows = static_cast<int>(t.shape[0]);
-            }
-        }
-        c = glass::hf_model_config(root, vocab_rows);
-        architecture = text.value("model_type", "") + " (" +
-                       (root.contains("architectures") ? root["architectures"][0].get<std::string>() : std::string("?")) + ")";
-        const std::map<std::string, std::string> keys = {
-            {"dim", "hidden_size"}, {"hidden_dim", "intermediate_size"}, {"n_layers", "num_hidden_layers"},
-            {"n_heads", "num_attention_heads"}, {"n_kv_heads", "num_key_value_heads"}, {"head_dim", "head_dim"},
-            {"seq_len", "max_position_embeddings"}, {"norm_eps", "rms_norm_eps"}, {"rope_theta", "rope_theta"},
-            {"shared_classifier", "tie_word_embeddings"}, {"rope_scaling", "rope_scaling"},
-            {"sliding_window", "sliding_window"}, {"attn_logit_softcap", "attn_logit_softcapping"},
-            {"final_logit_softcap", "final_logit_softcapping"}, {"rope_theta_local", "rope_local_base_freq"}};
-        for (const auto& [field, key] : keys)
-            sources[field] = text.contains(key) && !text[key].is_null() ? "config.json " + key : "default / model_type";
-        sources["vocab_size"] = "tensor embed_tokens.weight (rows)";
-    }
+};
 
-    // The figures: bytes per weight over the matrices, the embedding table (C2), KV per token.
+ModelHeader read_gguf_header(const std::string& path) {
+    ModelHeader h;
+    const glass::GgufModelFile g = glass::open_gguf_model(path);
+    try {
+        h.config = glass::gguf_model_config(g, &h.sources);
+    } catch (const glass::Error& e) {
+        glass::fail("GGUF file '", path, "': ", e.what());
+    }
+    h.architecture = g.meta.get_string("general.architecture", "");
+    for (const glass::GgufTensorInfo& t : g.tensors) {
+        std::vector<std::int64_t> shape(t.ne.rbegin(), t.ne.rend());  // ggml's ne is innermost first
+        std::int64_t n = 1;
+        for (const std::int64_t d : t.ne) n *= d;
+        const glass::GgmlBlock b = glass::ggml_block_of(t.type);
+        h.tensors.push_back({t.name, glass::ggml_type_name(t.type), shape, b.weights ? glass::ggml_bytes(t.type, n) : -1});
+    }
+    return h;
+}
+
+ModelHeader read_llama2c_header(const std::string& path) {
+    ModelHeader h;
+    h.config = glass::load_llama2c_checkpoint(path).config;
+    h.architecture = "llama (llama2.c checkpoint)";
+    for (const char* field : {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"})
+        h.sources[field] = "llama2.c header";
+    h.sources["shared_classifier"] = "llama2.c header (sign of vocab_size)";
+    h.sources["head_dim"] = "dim / n_heads";
+    h.tensors = llama2c_tensors(h.config);
+    return h;
+}
+
+// A Hugging Face folder's weight files: model.safetensors, else the shards its index names.
+std::vector<std::string> safetensors_files(const std::string& path) {
+    struct stat st {};
+    if (::stat((path + "/model.safetensors").c_str(), &st) == 0) return {"model.safetensors"};
+    std::set<std::string> shards;
+    const nlohmann::json index = glass::detail::read_json_file(path + "/model.safetensors.index.json");
+    for (const auto& [name, shard] : index.at("weight_map").items()) shards.insert(shard.get<std::string>());
+    return {shards.begin(), shards.end()};
+}
+
+// Which config.json key each config field is read from (the rest come from model_type's defaults).
+glass::ConfigSources hf_config_sources(const nlohmann::json& text) {
+    const std::map<std::string, std::string> keys = {
+        {"dim", "hidden_size"}, {"hidden_dim", "intermediate_size"}, {"n_layers", "num_hidden_layers"},
+        {"n_heads", "num_attention_heads"}, {"n_kv_heads", "num_key_value_heads"}, {"head_dim", "head_dim"},
+        {"seq_len", "max_position_embeddings"}, {"norm_eps", "rms_norm_eps"}, {"rope_theta", "rope_theta"},
+        {"shared_classifier", "tie_word_embeddings"}, {"rope_scaling", "rope_scaling"},
+        {"sliding_window", "sliding_window"}, {"attn_logit_softcap", "attn_logit_softcapping"},
+        {"final_logit_softcap", "final_logit_softcapping"}, {"rope_theta_local", "rope_local_base_freq"}};
+    glass::ConfigSources sources;
+    for (const auto& [field, key] : keys)
+        sources[field] = text.contains(key) && !text[key].is_null() ? "config.json " + key : "default / model_type";
+    sources["vocab_size"] = "tensor embed_tokens.weight (rows)";
+    return sources;
+}
+
+// A Hugging Face folder: config.json and the safetensors headers.
+ModelHeader read_hf_folder_header(const std::string& path) {
+    ModelHeader h;
+    const nlohmann::json root = glass::detail::read_json_file(path + "/config.json");
+    const nlohmann::json& text = root.contains("text_config") ? root["text_config"] : root;
+    int vocab_rows = 0;
+    for (const std::string& file : safetensors_files(path)) {
+        const glass::SafetensorsFile f = glass::open_safetensors(path + "/" + file);
+        for (const auto& [name, t] : f.tensors) {
+            h.tensors.push_back({name, t.dtype, t.shape, static_cast<std::int64_t>(t.bytes.size())});
+            if (name.size() >= 23 && name.compare(name.size() - 23, 23, "embed_tokens.weight") == 0 && !t.shape.empty())
+                vocab_rows = static_cast<int>(t.shape[0]);
+        }
+    }
+    h.config = glass::hf_model_config(root, vocab_rows);
+    h.architecture = text.value("model_type", "") + " (" +
+                     (root.contains("architectures") ? root["architectures"][0].get<std::string>() : std::string("?")) + ")";
+    h.sources = hf_config_sources(text);
+    return h;
+}
+
+// The figures: bytes per weight over the matrices, the embedding table (C2), KV per token.
+struct ModelFigures {
     std::int64_t weights = 0, weight_bytes = 0, embedding_bytes = 0;
-    for (const TensorRow& t : tensors) {
+    double bytes_per_weight = 0;
+    std::vector<std::string> deltas;  // family deltas from Llama 2
+    std::int64_t kv_per_token = 0;    // fp32 keys and values
+};
+
+ModelFigures model_figures(const ModelHeader& h) {
+    ModelFigures f;
+    for (const TensorRow& t : h.tensors) {
         std::int64_t n = 1;
         for (const std::int64_t d : t.shape) n *= d;
-        weights += n;
-        weight_bytes += std::max<std::int64_t>(t.bytes, 0);
-        if (t.name == "token_embd.weight") embedding_bytes = t.bytes;
+        f.weights += n;
+        f.weight_bytes += std::max<std::int64_t>(t.bytes, 0);
+        if (t.name == "token_embd.weight") f.embedding_bytes = t.bytes;
     }
-    const double bytes_per_weight = weights ? static_cast<double>(weight_bytes) / static_cast<double>(weights) : 0.0;
-    const std::vector<std::string> deltas = glass::family_deltas(c);
-    const std::int64_t kv_per_token = glass::kv_bytes_per_token(c, glass::KvType::fp32);
+    f.bytes_per_weight = f.weights ? static_cast<double>(f.weight_bytes) / static_cast<double>(f.weights) : 0.0;
+    f.deltas = glass::family_deltas(h.config);
+    f.kv_per_token = glass::kv_bytes_per_token(h.config, glass::KvType::fp32);
+    return f;
+}
 
-    if (flags.has("--json")) {
-        nlohmann::json tj = nlohmann::json::array();
-        for (const TensorRow& t : tensors)
-            tj.push_back({{"name", t.name}, {"type", t.type}, {"shape", t.shape}, {"bytes", t.bytes}, {"bits_per_weight", bits_per_weight(t)}});
-        nlohmann::json j = {{"model", path}, {"format", glass::to_string(kind)}, {"architecture", architecture},
-                            {"config", config_json(c)}, {"config_sources", sources}, {"tensors", tj},
-                            {"parameters", weights}, {"bytes", weight_bytes}, {"bytes_per_weight", bytes_per_weight},
-                            {"embedding_table_bytes", embedding_bytes}, {"kv_bytes_per_token_fp32", kv_per_token},
-                            {"family_deltas", deltas}};
-        std::cout << j.dump() << "\n";
-        return 0;
-    }
-    std::printf("%s: %s, architecture %s\n\nconfig (value, from):\n", path.c_str(), glass::to_string(kind), architecture.c_str());
-    const nlohmann::json config = config_json(c);  // items() of a temporary would dangle in the loop
-    for (const auto& [name, value] : config.items()) {
-        const auto it = sources.find(name);
-        std::printf("  %-22s %-16s %s\n", name.c_str(), value.dump().c_str(), it == sources.end() ? "" : it->second.c_str());
-    }
-    std::printf("\nfamily deltas from Llama 2: %s\n", deltas.empty() ? "none" : "");
-    for (const std::string& d : deltas) std::printf("  %s\n", d.c_str());
+void print_inspect_json(const std::string& path, glass::ModelFileKind kind, const ModelHeader& h, const ModelFigures& f) {
+    nlohmann::json tj = nlohmann::json::array();
+    for (const TensorRow& t : h.tensors)
+        tj.push_back({{"name", t.name}, {"type", t.type}, {"shape", t.shape}, {"bytes", t.bytes}, {"bits_per_weight", bits_per_weight(t)}});
+    nlohmann::json j = {{"model", path}, {"format", glass::to_string(kind)}, {"architecture", h.architecture},
+                        {"config", config_json(h.config)}, {"config_sources", h.sources}, {"tensors", tj},
+                        {"parameters", f.weights}, {"bytes", f.weight_bytes}, {"bytes_per_weight", f.bytes_per_weight},
+                        {"embedding_table_bytes", f.embedding_bytes}, {"kv_bytes_per_token_fp32", f.kv_per_token},
+                        {"family_deltas", f.deltas}};
+    std::cout << j.dump() << "\n";
+}
+
+void print_tensor_table(const std::vector<TensorRow>& tensors) {
     std::printf("\n%zu tensors (shape row-major, [rows, cols]):\n", tensors.size());
     for (const TensorRow& t : tensors) {
         std::string shape;
@@ -204,12 +219,44 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("tensor types:");
     for (const auto& [type, count] : types) std::printf(" %s x %d", type.c_str(), count);
     std::printf("\n");
-    std::printf("\n%lld parameters, %.1f MB, %.3f bytes (%.3f bits) per weight\n", static_cast<long long>(weights),
-                static_cast<double>(weight_bytes) / 1e6, bytes_per_weight, 8 * bytes_per_weight);
+}
+
+void print_inspect_text(const std::string& path, glass::ModelFileKind kind, const ModelHeader& h, const ModelFigures& f) {
+    const glass::ModelConfig& c = h.config;
+    std::printf("%s: %s, architecture %s\n\nconfig (value, from):\n", path.c_str(), glass::to_string(kind), h.architecture.c_str());
+    const nlohmann::json config = config_json(c);  // items() of a temporary would dangle in the loop
+    for (const auto& [name, value] : config.items()) {
+        const auto it = h.sources.find(name);
+        std::printf("  %-22s %-16s %s\n", name.c_str(), value.dump().c_str(), it == h.sources.end() ? "" : it->second.c_str());
+    }
+    std::printf("\nfamily deltas from Llama 2: %s\n", f.deltas.empty() ? "none" : "");
+    for (const std::string& d : f.deltas) std::printf("  %s\n", d.c_str());
+    print_tensor_table(h.tensors);
+    std::printf("\n%lld parameters, %.1f MB, %.3f bytes (%.3f bits) per weight\n", static_cast<long long>(f.weights),
+                static_cast<double>(f.weight_bytes) / 1e6, f.bytes_per_weight, 8 * f.bytes_per_weight);
     std::printf("embedding table (C2): %d x %d = %lld weights, %.1f MB as stored\n", c.vocab_size, c.dim,
-                static_cast<long long>(c.vocab_size) * c.dim, static_cast<double>(embedding_bytes) / 1e6);
+                static_cast<long long>(c.vocab_size) * c.dim, static_cast<double>(f.embedding_bytes) / 1e6);
     std::printf("KV cache: %lld bytes per token in fp32 (2 x %d layers x %d KV heads x %d)\n",
-                static_cast<long long>(kv_per_token), c.n_layers, c.n_kv_heads, c.head_dim);
+                static_cast<long long>(f.kv_per_token), c.n_layers, c.n_kv_heads, c.head_dim);
+}
+
+}  // namespace
+
+int cmd_inspect(int argc, char** argv) {
+    Flags flags("inspect", {{"--json", false}});
+    flags.parse(argc, argv, 2);
+    if (flags.positional().size() != 1) throw UsageError("glass inspect needs one model: glass inspect MODEL [--json]");
+    const std::string path = flags.positional()[0];
+
+    const glass::ModelFileKind kind = glass::model_file_kind(path);
+    const ModelHeader header = kind == glass::ModelFileKind::gguf      ? read_gguf_header(path)
+                               : kind == glass::ModelFileKind::llama2c ? read_llama2c_header(path)
+                                                                       : read_hf_folder_header(path);
+    const ModelFigures figures = model_figures(header);
+    if (flags.has("--json"))
+        print_inspect_json(path, kind, header, figures);
+    else
+        print_inspect_text(path, kind, header, figures);
     return 0;
 }
 

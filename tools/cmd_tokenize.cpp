@@ -50,6 +50,82 @@ std::string pattern_from_file_name(const std::string& path) {
                      "--pattern r50k|cl100k|o200k");
 }
 
+// The text to tokenize (from TEXT, -f FILE or - for stdin) and, with --gpt2, the vocab.bpe path.
+struct TokenizeInput {
+    std::string text, vocab_bpe;
+};
+
+TokenizeInput input_from_flags(const Flags& flags) {
+    // --gpt2 takes two files: the flag's value is encoder.json, the next argument vocab.bpe.
+    std::vector<std::string> positional = flags.positional();
+    TokenizeInput input;
+    if (flags.has("--gpt2")) {
+        if (positional.empty()) throw UsageError("--gpt2 needs two files: --gpt2 encoder.json vocab.bpe");
+        input.vocab_bpe = positional.front();
+        positional.erase(positional.begin());
+    }
+    if (flags.has("-f")) {
+        if (!positional.empty())
+            throw UsageError("give the text one way: -f FILE or TEXT, not both (got -f and '" + positional[0] + "')");
+        const std::string path = flags.get("-f", "");
+        std::ifstream in(path, std::ios::binary);
+        if (!in) glass::fail("cannot read the text file '", path, "': ", std::strerror(errno));
+        input.text = read_all(in, "'" + path + "'");
+    } else {
+        if (positional.size() != 1)
+            throw UsageError("glass tokenize takes exactly one TEXT argument (got " +
+                             std::to_string(positional.size()) +
+                             "); use -- before text starting with '-', -f FILE for a file, - for stdin");
+        input.text = positional[0] == "-" ? read_all(std::cin, "stdin") : positional[0];
+    }
+    return input;
+}
+
+// --hf: Hugging Face's encode with add_special_tokens=False, BOS/EOS added only when asked.
+std::vector<int> encode_hf(const glass::Tokenizer& tok, const Flags& flags, const std::string& text, bool bos, bool eos) {
+    if (bos && tok.bos_id() < 0) glass::fail("tokenizer.json '", flags.get("--hf", ""), "' names no BOS token");
+    if (eos && tok.eos_id() < 0) glass::fail("tokenizer.json '", flags.get("--hf", ""), "' names no EOS token");
+    std::vector<int> ids;
+    if (bos) ids.push_back(tok.bos_id());
+    const std::vector<int> body = tok.encode_with_specials(text);
+    ids.insert(ids.end(), body.begin(), body.end());
+    if (eos) ids.push_back(tok.eos_id());
+    return ids;
+}
+
+// The tokenizer the flags name (-t, --tiktoken, --gpt2, --gguf, --hf; the default llama2.c one).
+std::unique_ptr<glass::Tokenizer> tokenizer_from_flags(const Flags& flags, const std::string& vocab_bpe) {
+    if (flags.has("--tiktoken")) {
+        const std::string file = flags.get("--tiktoken", "");
+        const std::string pattern = flags.has("--pattern") ? flags.get("--pattern", "") : pattern_from_file_name(file);
+        if (pattern != "r50k" && pattern != "cl100k" && pattern != "o200k")
+            throw UsageError("--pattern must be r50k, cl100k or o200k (got '" + pattern + "')");
+        return std::make_unique<glass::ByteLevelBpe>(glass::load_tiktoken(file, pattern));
+    }
+    if (flags.has("--gpt2")) return std::make_unique<glass::ByteLevelBpe>(glass::load_gpt2(flags.get("--gpt2", ""), vocab_bpe));
+    if (flags.has("--gguf")) return glass::load_gguf_tokenizer(flags.get("--gguf", ""));
+    if (flags.has("--hf")) return glass::load_hf_tokenizer(flags.get("--hf", ""));
+    return std::make_unique<glass::Llama2cTokenizer>(glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer)));
+}
+
+// {"ids": [...]}, with "pieces" for a llama2.c vocabulary; else a table of index, id and piece.
+void print_tokens(const Flags& flags, const glass::Tokenizer& tok, const std::vector<int>& ids) {
+    const bool llama2c = !flags.has("--tiktoken") && !flags.has("--gpt2") && !flags.has("--gguf") && !flags.has("--hf");
+    if (flags.has("--json") && llama2c) {
+        nlohmann::json pieces = nlohmann::json::array();
+        for (int id : ids) pieces.push_back(tok.piece(id));
+        std::cout << dump({{"ids", ids}, {"pieces", pieces}}) << "\n";
+        return;
+    }
+    if (flags.has("--json")) {
+        std::cout << dump({{"ids", ids}}) << "\n";
+        return;
+    }
+    std::printf("%zu tokens\n%6s %7s  %s\n", ids.size(), "index", "id", "piece");
+    for (size_t i = 0; i < ids.size(); ++i)
+        std::printf("%6zu %7d  %s\n", i, ids[i], quoted(tok.piece(ids[i])).c_str());
+}
+
 }  // namespace
 
 int cmd_tokenize(int argc, char** argv) {
@@ -63,71 +139,12 @@ int cmd_tokenize(int argc, char** argv) {
     if (flags.has("--pattern") && !flags.has("--tiktoken"))
         throw UsageError("--pattern goes with --tiktoken FILE");
 
-    // --gpt2 takes two files: the flag's value is encoder.json, the next argument vocab.bpe.
-    std::vector<std::string> positional = flags.positional();
-    std::string vocab_bpe;
-    if (flags.has("--gpt2")) {
-        if (positional.empty()) throw UsageError("--gpt2 needs two files: --gpt2 encoder.json vocab.bpe");
-        vocab_bpe = positional.front();
-        positional.erase(positional.begin());
-    }
-    std::string text;
-    if (flags.has("-f")) {
-        if (!positional.empty())
-            throw UsageError("give the text one way: -f FILE or TEXT, not both (got -f and '" + positional[0] + "')");
-        const std::string path = flags.get("-f", "");
-        std::ifstream in(path, std::ios::binary);
-        if (!in) glass::fail("cannot read the text file '", path, "': ", std::strerror(errno));
-        text = read_all(in, "'" + path + "'");
-    } else {
-        if (positional.size() != 1)
-            throw UsageError("glass tokenize takes exactly one TEXT argument (got " +
-                             std::to_string(positional.size()) +
-                             "); use -- before text starting with '-', -f FILE for a file, - for stdin");
-        text = positional[0] == "-" ? read_all(std::cin, "stdin") : positional[0];
-    }
+    const TokenizeInput input = input_from_flags(flags);
     const bool bos = flags.has("--bos"), eos = flags.has("--eos");
-
-    std::unique_ptr<glass::Tokenizer> tok;
-    std::vector<int> ids;
-    if (flags.has("--tiktoken")) {
-        const std::string file = flags.get("--tiktoken", "");
-        const std::string pattern = flags.has("--pattern") ? flags.get("--pattern", "") : pattern_from_file_name(file);
-        if (pattern != "r50k" && pattern != "cl100k" && pattern != "o200k")
-            throw UsageError("--pattern must be r50k, cl100k or o200k (got '" + pattern + "')");
-        tok = std::make_unique<glass::ByteLevelBpe>(glass::load_tiktoken(file, pattern));
-        ids = tok->encode(text, bos, eos);
-    } else if (flags.has("--gpt2")) {
-        tok = std::make_unique<glass::ByteLevelBpe>(glass::load_gpt2(flags.get("--gpt2", ""), vocab_bpe));
-        ids = tok->encode(text, bos, eos);
-    } else if (flags.has("--gguf")) {
-        tok = glass::load_gguf_tokenizer(flags.get("--gguf", ""));
-        ids = tok->encode(text, bos, eos);
-    } else if (flags.has("--hf")) {
-        tok = glass::load_hf_tokenizer(flags.get("--hf", ""));
-        if (bos && tok->bos_id() < 0) glass::fail("tokenizer.json '", flags.get("--hf", ""), "' names no BOS token");
-        if (eos && tok->eos_id() < 0) glass::fail("tokenizer.json '", flags.get("--hf", ""), "' names no EOS token");
-        if (bos) ids.push_back(tok->bos_id());
-        const std::vector<int> body = tok->encode_with_specials(text);
-        ids.insert(ids.end(), body.begin(), body.end());
-        if (eos) ids.push_back(tok->eos_id());
-    } else {
-        tok = std::make_unique<glass::Llama2cTokenizer>(glass::Llama2cTokenizer::load(flags.get("-t", kDefaultTokenizer)));
-        ids = tok->encode(text, bos, eos);
-        if (flags.has("--json")) {
-            nlohmann::json pieces = nlohmann::json::array();
-            for (int id : ids) pieces.push_back(tok->piece(id));
-            std::cout << dump({{"ids", ids}, {"pieces", pieces}}) << "\n";
-            return 0;
-        }
-    }
-    if (flags.has("--json")) {
-        std::cout << dump({{"ids", ids}}) << "\n";
-        return 0;
-    }
-    std::printf("%zu tokens\n%6s %7s  %s\n", ids.size(), "index", "id", "piece");
-    for (size_t i = 0; i < ids.size(); ++i)
-        std::printf("%6zu %7d  %s\n", i, ids[i], quoted(tok->piece(ids[i])).c_str());
+    const std::unique_ptr<glass::Tokenizer> tok = tokenizer_from_flags(flags, input.vocab_bpe);
+    const std::vector<int> ids = flags.has("--hf") ? encode_hf(*tok, flags, input.text, bos, eos)
+                                                   : tok->encode(input.text, bos, eos);
+    print_tokens(flags, *tok, ids);
     return 0;
 }
 

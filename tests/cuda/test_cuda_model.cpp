@@ -199,7 +199,7 @@ TEST_CASE("every matmul kernel and both decode attentions give the CPU's logits 
             if (kEmulated && naive_attention && k != gc::MatmulKernel::naive) continue;
             CAPTURE(gc::to_string(k));
             CAPTURE(naive_attention);
-            gc::CudaSession gpu(test::shipped(), {gc::WeightType::f32, k, naive_attention});
+            gc::CudaSession gpu(test::shipped(), {.weights = gc::WeightType::f32, .matmul = k, .naive_decode_attention = naive_attention});
             for (const auto& rec : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
                 const std::string name = rec["case"].get<std::string>();
                 if (!variant_golden(name)) continue;
@@ -381,10 +381,11 @@ TEST_CASE("the device sampler picks what the host sampler picks from the model's
     gc::CudaSession gpu(test::shipped());
     gc::DeviceSampler sampler(gpu.config().vocab_size);
     const std::vector<int> prompt = test::shipped_tok().encode("Once upon a time", true, false);
-    for (const glass::SamplingParams params : {glass::SamplingParams{1.0f, 0.9f, 0, 0.0f},
-                                               glass::SamplingParams{0.8f, 1.0f, 40, 0.0f},
-                                               glass::SamplingParams{1.0f, 1.0f, 0, 0.1f},
-                                               glass::SamplingParams{1.0f, 0.9f, 0, 0.0f, glass::NucleusRule::reaches_p}}) {
+    for (const glass::SamplingParams params :
+         {glass::SamplingParams{.temperature = 1.0f, .top_p = 0.9f},
+          glass::SamplingParams{.temperature = 0.8f, .top_p = 1.0f, .top_k = 40},
+          glass::SamplingParams{.temperature = 1.0f, .top_p = 1.0f, .min_p = 0.1f},
+          glass::SamplingParams{.temperature = 1.0f, .top_p = 0.9f, .nucleus = glass::NucleusRule::reaches_p}}) {
         glass::Llama2cRng cpu_rng(42), gpu_rng(42);
         gpu.reset();
         std::span<const float> logits = gpu.prefill(prompt);
@@ -411,7 +412,7 @@ TEST_CASE("fp16 and bf16 weights: equal to the CPU on the same rounded weights, 
         glass::CpuSession cpu_rounded(rounded), cpu_fp32(test::shipped());
         for (gc::MatmulKernel k : {gc::MatmulKernel::automatic, gc::MatmulKernel::tiled}) {
             CAPTURE(gc::to_string(k));
-            gc::CudaSession gpu(test::shipped(), {t.type, k, false});
+            gc::CudaSession gpu(test::shipped(), {.weights = t.type, .matmul = k});
             CHECK(gpu.weight_bytes() < test::shipped().weight_bytes);
             for (const auto& rec : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
                 const std::string name = rec["case"].get<std::string>();
@@ -478,7 +479,7 @@ TEST_CASE("q8 and q4 weights: equal to the CPU on quantized_model()'s weights, s
             }
         }
     }
-    CHECK_THROWS_WITH_AS(gc::CudaSession(test::shipped(), {gc::WeightType::q8_0, gc::MatmulKernel::cublas, false}),
+    CHECK_THROWS_WITH_AS(gc::CudaSession(test::shipped(), {.weights = gc::WeightType::q8_0, .matmul = gc::MatmulKernel::cublas}),
                          doctest::Contains("cublas"), glass::Error);
 }
 
@@ -755,7 +756,7 @@ TEST_CASE("k-quant weights: CudaSession and CudaPagedBackend equal the CPU on th
         CHECK(gpu.weight_bytes() == want_bytes);
         MESSAGE(std::string(gc::to_string(type)) << " paged: worst logit error " << both.worst << " over " << both.steps << " steps");
     }
-    CHECK_THROWS_WITH_AS(gc::CudaSession(test::shipped(), {gc::WeightType::q4_k, gc::MatmulKernel::automatic, false}),
+    CHECK_THROWS_WITH_AS(gc::CudaSession(test::shipped(), {.weights = gc::WeightType::q4_k, .matmul = gc::MatmulKernel::automatic}),
                          doctest::Contains("a row of 64 is not"), glass::Error);
 }
 

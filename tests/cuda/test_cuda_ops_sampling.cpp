@@ -47,7 +47,8 @@ void add_sampling(std::vector<Case>& cases) {
                                  vocab, double(p.temperature), double(p.top_p), p.top_k, double(p.min_p),
                                  rule_name(p.nucleus)),
                              0.0, vocab >= 32000, [vocab, p](Rng& rng) {
-                const glass::SamplingParams params{p.temperature, p.top_p, p.top_k, p.min_p, p.nucleus};
+                const glass::SamplingParams params{.temperature = p.temperature, .top_p = p.top_p, .top_k = p.top_k,
+                                                   .min_p = p.min_p, .nucleus = p.nucleus};
                 glass::Llama2cRng cpu_rng(1234), gpu_rng(1234);  // same seed: same coins
                 gc::DeviceSampler sampler(vocab);
                 int mismatches = 0;
