@@ -6,9 +6,9 @@
 ///   add_request(prompt, options)  -> id        the request waits (request.hpp)
 ///   step():                                    one forward pass for everyone scheduled
 ///     plan  = scheduler.schedule()             who computes which tokens (scheduler.hpp)
-///     batch = one entry per planned request    its new tokens, start, block table
+///     batch = build_batch(plan)                an entry per planned request: tokens, start, table
 ///     logits = backend.forward(batch)          K/V written into the pool (paged_backend.hpp)
-///     for each entry: computed += n; its full blocks join the prefix cache;
+///     apply_logits: for each entry: computed += n; its full blocks join the prefix cache;
 ///       if its last token was computed: sample the next one with the request's own RNG and
 ///       push it through the request's TokenOutput (generate.hpp: the same stop rules, UTF-8
 ///       streaming and stop strings as generate()); finished requests give their blocks back
