@@ -278,7 +278,7 @@ TEST_CASE("the fast paged backend allocates nothing per step once its buffers fi
         }
         std::vector<glass::serve::BatchEntry> batch;
         batch.reserve(4);
-        for (int s = 0; s < 4; ++s) batch.push_back({seqs[size_t(s)], 0, tables[size_t(s)], true});
+        for (int s = 0; s < 4; ++s) batch.push_back({.tokens = seqs[size_t(s)], .start = 0, .block_table = tables[size_t(s)]});
         b.forward(batch);
         std::vector<int> next = {5, 6, 7, 8};
         const long before = g_allocations.load();
@@ -288,9 +288,10 @@ TEST_CASE("the fast paged backend allocates nothing per step once its buffers fi
             for (int s = 0; s < 4; ++s) {
                 const int pos = 20 + step;
                 if (step % 10 == 9 && s == 0)  // now and then a chunk of 8 positions (recomputed)
-                    batch.push_back({std::span(seqs[0]).subspan(0, 8), 0, tables[0], false});
+                    batch.push_back(
+                        {.tokens = std::span(seqs[0]).subspan(0, 8), .start = 0, .block_table = tables[0], .wants_logits = false});
                 else
-                    batch.push_back({std::span(next).subspan(size_t(s), 1), pos, tables[size_t(s)], true});
+                    batch.push_back({.tokens = std::span(next).subspan(size_t(s), 1), .start = pos, .block_table = tables[size_t(s)]});
             }
             const std::span<const float> logits = b.forward(batch);
             checksum += logits[0];

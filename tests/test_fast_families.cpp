@@ -88,7 +88,8 @@ TEST_CASE("FastPagedBackend equals the reference paged engine in every family, a
             glass::fast::FastPagedBackend b(m, FastOptions{.threads = 2});
             b.allocate_pool(16, 4);
             std::vector<glass::serve::BatchEntry> batch;
-            for (size_t e = 0; e < tokens.size(); ++e) batch.push_back({tokens[e], 0, tables[e], true, false});
+            for (size_t e = 0; e < tokens.size(); ++e)
+                batch.push_back({.tokens = tokens[e], .start = 0, .block_table = tables[e]});
             const std::span<const float> l = b.forward(batch);
             return std::vector<float>(l.begin(), l.end());
         };

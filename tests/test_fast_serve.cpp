@@ -98,7 +98,7 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
             const std::vector<int> T = tokens(37, 1, V);
             const std::span<const int> t_all(T);
             auto forward_one = [&](std::span<const int> ids, int start, const std::vector<int>& table, bool wants) {
-                const BatchEntry e{ids, start, table, wants};
+                const BatchEntry e{.tokens = ids, .start = start, .block_table = table, .wants_logits = wants};
                 return copy(b.forward({&e, 1}));
             };
 
@@ -141,10 +141,13 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
                     forward_one(std::span(o.ids).first(o.ids.size() - size_t(o.n)), 0, o.table, false);
             std::vector<BatchEntry> batch;
             for (size_t i = 0; i < others.size(); ++i) {
-                if (i == 3) batch.push_back({t_all.subspan(30), 30, table_d, true});
+                if (i == 3) batch.push_back({.tokens = t_all.subspan(30), .start = 30, .block_table = table_d});
                 const Other& o = others[i];
                 const int start = static_cast<int>(o.ids.size()) - o.n;
-                batch.push_back({std::span(o.ids).subspan(size_t(start)), start, o.table, o.wants});
+                batch.push_back({.tokens = std::span(o.ids).subspan(size_t(start)),
+                                 .start = start,
+                                 .block_table = o.table,
+                                 .wants_logits = o.wants});
             }
             int rows = 0;
             for (const BatchEntry& e : batch) rows += static_cast<int>(e.tokens.size());
@@ -165,7 +168,7 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
                         continue;
                     }
                     const Other& o = others[i < 3 ? i : i - 1];
-                    const BatchEntry e{o.ids, 0, table, true};
+                    const BatchEntry e{.tokens = o.ids, .start = 0, .block_table = table};
                     CHECK(got == copy(single.forward({&e, 1})));
                 }
                 CHECK(wanting == 7);
@@ -180,7 +183,8 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
             const std::vector<int> decoder = tokens(6, 10, V);
             const std::vector<int> table_decoder = blocks(70, 2);
             forward_one(std::span(decoder).first(5), 0, table_decoder, false);
-            const BatchEntry with_x[] = {{std::span(decoder).subspan(5), 5, table_decoder, true}, {X, 0, table_x, true}};
+            const BatchEntry with_x[] = {{.tokens = std::span(decoder).subspan(5), .start = 5, .block_table = table_decoder},
+                                         {.tokens = X, .start = 0, .block_table = table_x}};
             b.forward(with_x);
             std::vector<int> table_e(table_x.begin(), table_x.begin() + 6);  // the shared prefix blocks
             for (int blk : blocks(80, 4)) table_e.push_back(blk);
@@ -193,7 +197,7 @@ TEST_CASE("batch invariance: a token's logits are the same bits alone, token by 
                 FastPagedBackend one_thread(*model, options_of(one));
                 one_thread.allocate_pool(10, bs);
                 const std::vector<int> table = blocks(0, 10);
-                const BatchEntry e{t_all, 0, table, true};
+                const BatchEntry e{.tokens = t_all, .start = 0, .block_table = table};
                 CHECK(copy(one_thread.forward({&e, 1})) == alone);
             }
         }
@@ -248,9 +252,11 @@ TEST_CASE("fp32 and int8 KV: the fast backend's logits are the reference backend
             const std::vector<int> ta = blocks(0, 7), tb = blocks(7, 4), tc = {0, 1, 2, 20, 21, 22};
             const std::span<const int> a(A), bb(B), cc(C);
             const std::vector<std::vector<BatchEntry>> steps = {
-                {{a.subspan(0, 9), 0, ta, false}},
-                {{a.subspan(9, 17), 9, ta, true}, {bb.subspan(0, 11), 0, tb, true}},
-                {{a.subspan(26, 1), 26, ta, true}, {cc.subspan(15, 7), 15, tc, true}},
+                {{.tokens = a.subspan(0, 9), .start = 0, .block_table = ta, .wants_logits = false}},
+                {{.tokens = a.subspan(9, 17), .start = 9, .block_table = ta},
+                 {.tokens = bb.subspan(0, 11), .start = 0, .block_table = tb}},
+                {{.tokens = a.subspan(26, 1), .start = 26, .block_table = ta},
+                 {.tokens = cc.subspan(15, 7), .start = 15, .block_table = tc}},
             };
             double worst = 0;
             int compared = 0;
@@ -267,7 +273,8 @@ TEST_CASE("fp32 and int8 KV: the fast backend's logits are the reference backend
             const std::vector<std::vector<int>> table = {ta, tb, tc};
             for (int step = 0; step < 6; ++step) {
                 std::vector<BatchEntry> batch;
-                for (size_t i = 0; i < 3; ++i) batch.push_back({std::span(next).subspan(i, 1), pos[i], table[i], true});
+                for (size_t i = 0; i < 3; ++i)
+                    batch.push_back({.tokens = std::span(next).subspan(i, 1), .start = pos[i], .block_table = table[i]});
                 const std::vector<float> want = copy(ref.forward(batch));
                 const std::vector<float> got = copy(fast.forward(batch));
                 for (int i = 0; i < 3; ++i, ++compared) {
@@ -322,7 +329,7 @@ TEST_CASE("bad batches are refused with the offending value, before anything is 
     FastPagedBackend b(m, {.threads = 2, .weights = WeightType::fp32});
     const std::vector<int> ids = tokens(6, 31, m.config.vocab_size);
     const std::vector<int> table = blocks(0, 2);
-    const BatchEntry good{ids, 0, table, true};
+    const BatchEntry good{.tokens = ids, .start = 0, .block_table = table};
     CHECK_THROWS_WITH_AS(b.forward({&good, 1}), doctest::Contains("allocate_pool"), glass::Error);
     CHECK_THROWS_WITH_AS(b.allocate_pool(0, 16), doctest::Contains("0 blocks of 16"), glass::Error);
     CHECK_THROWS_WITH_AS(b.allocate_pool(8, -1), doctest::Contains("8 blocks of -1"), glass::Error);
@@ -343,26 +350,26 @@ TEST_CASE("bad batches are refused with the offending value, before anything is 
     auto refused = [&](const BatchEntry& bad, const char* message) {
         INFO(message);
         // The bad entry follows a good one that would overwrite the good sequence's K/V.
-        const BatchEntry batch[] = {{other, 0, table, true}, bad};
+        const BatchEntry batch[] = {{.tokens = other, .start = 0, .block_table = table}, bad};
         CHECK_THROWS_WITH_AS(b.forward(batch), doctest::Contains(message), glass::Error);
     };
     const std::vector<int> outside = {0, 8}, negative = {-3, 1}, short_table = {0};
-    refused({ids, 0, outside, true}, "block 8 is outside the pool of 8");
-    refused({ids, 0, negative, true}, "block -3 is outside the pool of 8");
-    refused({ids, 0, short_table, true}, "1 blocks of 4 cannot hold 6 positions");
+    refused({.tokens = ids, .start = 0, .block_table = outside}, "block 8 is outside the pool of 8");
+    refused({.tokens = ids, .start = 0, .block_table = negative}, "block -3 is outside the pool of 8");
+    refused({.tokens = ids, .start = 0, .block_table = short_table}, "1 blocks of 4 cannot hold 6 positions");
     const std::vector<int> all_blocks = blocks(0, 8);
     const std::vector<int> bad_id = {5, 512};
-    refused({bad_id, 0, all_blocks, true}, "token id 512");
+    refused({.tokens = bad_id, .start = 0, .block_table = all_blocks}, "token id 512");
     // Positions past the context (512): a pool big enough to hold them, so only the context refuses.
     const std::vector<int> late = {5, 6, 7};
     const std::vector<int> many(200, 0);
-    refused({late, 510, many, true}, "positions 510..512 are outside the context window of 512");
-    refused({late, -1, all_blocks, true}, "positions -1..1");
-    refused({{}, 0, all_blocks, true}, "no tokens");
+    refused({.tokens = late, .start = 510, .block_table = many}, "positions 510..512 are outside the context window of 512");
+    refused({.tokens = late, .start = -1, .block_table = all_blocks}, "positions -1..1");
+    refused({.tokens = {}, .start = 0, .block_table = all_blocks}, "no tokens");
     CHECK_THROWS_WITH_AS(b.forward({}), doctest::Contains("empty batch"), glass::Error);
 
     // Nothing was written: recomputing the last position reads the same K/V as before.
-    const BatchEntry again{std::span(ids).subspan(5), 5, table, true};
+    const BatchEntry again{.tokens = std::span(ids).subspan(5), .start = 5, .block_table = table};
     CHECK(copy(b.forward({&again, 1})) == before);
     CHECK_THROWS_WITH_AS(FastPagedBackend(m, {.threads = 0, .weights = WeightType::fp32}), doctest::Contains("thread count 0"),
                          glass::Error);

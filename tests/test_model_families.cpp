@@ -29,7 +29,8 @@ struct Pool {
 std::vector<float> paged(const glass::Model& m, Pool& p, const std::vector<std::vector<int>>& tokens,
                          const std::vector<int>& starts, const std::vector<std::vector<int>>& tables) {
     std::vector<glass::serve::BatchEntry> batch;
-    for (size_t e = 0; e < tokens.size(); ++e) batch.push_back({tokens[e], starts[e], tables[e], true, false});
+    for (size_t e = 0; e < tokens.size(); ++e)
+        batch.push_back({.tokens = tokens[e], .start = starts[e], .block_table = tables[e]});
     return glass::serve::paged_forward(m, p.pool, batch);
 }
 

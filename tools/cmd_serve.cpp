@@ -25,8 +25,8 @@
 //              cancels at once.
 //   log        one line per request on stderr: id, route, status, tokens, TTFT/TPOT, free KV blocks.
 //   watching   GET /metrics (Prometheus text) and GET /v1/engine/state (JSON) serve copies that the
-//              engine thread keeps (serve/metrics.hpp); GET / is the live page that draws them
-//              (tools/serve_page.html, compiled in).
+//              engine thread keeps (serve/prometheus_counters.hpp, serve/engine_state.hpp); GET / is
+//              the live page that draws them (tools/serve_page.html, compiled in).
 //
 // HTTP library: cpp-httplib (Debian's libcpp-httplib-dev, found with pkg-config): well kept, in
 // Debian, small and readable (one header; Debian builds its definitions into a shared library),
@@ -50,7 +50,8 @@
 #include "serve_setup.hpp"
 #include "glass/glass.hpp"
 #include "glass/serve/engine_thread.hpp"
-#include "glass/serve/metrics.hpp"
+#include "glass/serve/engine_state.hpp"
+#include "glass/serve/prometheus_counters.hpp"
 #include "glass/serve/openai_api.hpp"
 #include "glass/serve/openai_response.hpp"
 #include "glass_serve_page.hpp"  // kServePage: tools/serve_page.html, generated at build time
@@ -365,9 +366,10 @@ void add_routes(httplib::Server& svr, Shared& s) {
         if (engine.draining()) send_json(res, 503, {{"status", "shutting down"}});
         else send_json(res, 200, {{"status", "ok"}});
     });
-    // Watching the engine (serve/metrics.hpp). /metrics: Prometheus text, without the key (like
-    // /health: for a scraper). /v1/engine/state: the recent steps, the block pool, the recent
-    // requests as JSON (a /v1 route: the key when one is set). /: the live page, which polls it.
+    // Watching the engine. /metrics: Prometheus text (serve/prometheus_counters.hpp), without the
+    // key (like /health: for a scraper). /v1/engine/state: the recent steps, the block pool, the
+    // recent requests as JSON (serve/engine_state.hpp; a /v1 route: the key when one is set).
+    // /: the live page, which polls it.
     svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
         res.set_content(glass::serve::render_prometheus(engine.metrics()), "text/plain; version=0.0.4; charset=utf-8");
     });

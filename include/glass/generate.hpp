@@ -198,27 +198,39 @@ inline void finish_metrics(GenerationMetrics& m, int n_prompt) {
 /// llama2.c's `-n steps` counts positions including the prompt; this many tokens get generated.
 inline int new_tokens_for_steps(int steps, int n_prompt) { return std::max(0, steps - n_prompt + 1); }
 
-/// What generate() refuses before any pass, naming the value: bad options, a tokenizer for another
-/// vocabulary, an empty prompt, a prompt longer than the context window.
-inline void check_generate_request(const Session& session, const Tokenizer& tokenizer, const GenerateOptions& options,
-                                   const std::vector<int>& prompt_ids) {
+/// A tokenizer for another vocabulary cannot drive the model: refused, naming both sizes.
+inline void check_same_vocabulary(const Tokenizer& tokenizer, const ModelConfig& config) {
+    if (tokenizer.vocab_size() != config.vocab_size)
+        fail("tokenizer has ", tokenizer.vocab_size(), " pieces but the model's vocabulary has ", config.vocab_size);
+}
+
+/// What no generation can run, refused before any pass and naming the value: bad options, a
+/// tokenizer for another vocabulary, an empty prompt, an id outside the vocabulary, a prompt
+/// longer than the context window. generate() and the serving engine (serve/engine.hpp) both use it.
+inline void check_generate_request(const ModelConfig& config, const Tokenizer& tokenizer, const GenerateOptions& options,
+                                   std::span<const int> prompt_ids) {
     validate(options.sampling);
     if (options.max_new_tokens < 0) fail("max new tokens must be >= 0, got ", options.max_new_tokens);
     if (options.top_logprobs < 0 || options.top_logprobs > kMaxTopLogprobs)
         fail("top logprobs must be in [0, ", kMaxTopLogprobs, "], got ", options.top_logprobs);
-    const ModelConfig& config = session.config();
-    if (tokenizer.vocab_size() != config.vocab_size)
-        fail("tokenizer has ", tokenizer.vocab_size(), " pieces but the model's vocabulary has ",
-             config.vocab_size);
-    if (prompt_ids.empty()) fail("a prompt needs at least one token");
+    check_same_vocabulary(tokenizer, config);
+    if (prompt_ids.empty()) fail("a request needs at least one prompt token");
+    for (int id : prompt_ids)
+        if (id < 0 || id >= config.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", config.vocab_size, ")");
+    if (static_cast<std::int64_t>(prompt_ids.size()) > config.seq_len)
+        fail("prompt of ", prompt_ids.size(), " tokens is longer than the context window of ", config.seq_len);
+}
+
+/// The same for a request on `session`, whose cached prompt tokens must be positions the session holds.
+inline void check_generate_request(const Session& session, const Tokenizer& tokenizer, const GenerateOptions& options,
+                                   std::span<const int> prompt_ids) {
+    check_generate_request(session.config(), tokenizer, options, prompt_ids);
     // At least the last prompt position is computed: its logits choose the first token.
     if (options.cached_prompt_tokens < 0 || options.cached_prompt_tokens >= static_cast<int>(prompt_ids.size()) ||
         options.cached_prompt_tokens > session.position())
         fail("cached prompt tokens must be in [0, ", std::min<std::int64_t>(session.position(), prompt_ids.size() - 1),
              "] (the session caches ", session.position(), " positions, the prompt has ", prompt_ids.size(), "), got ",
              options.cached_prompt_tokens);
-    if (static_cast<std::int64_t>(prompt_ids.size()) > config.seq_len)
-        fail("prompt of ", prompt_ids.size(), " tokens is longer than the context window of ", config.seq_len);
 }
 
 /// A result holding the prompt and what each token costs to compute, before any pass.

@@ -42,7 +42,6 @@
 #include "glass/generate.hpp"
 #include "glass/sampling.hpp"
 #include "glass/session.hpp"
-#include "glass/transformer.hpp"
 
 namespace glass {
 

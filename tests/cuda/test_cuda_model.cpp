@@ -906,18 +906,19 @@ TEST_CASE("CudaPagedBackend refuses what it cannot do, naming it") {
     gc::CudaPagedBackend gpu(m);
     const std::vector<int> tokens = {1, 403, 407};
     const std::vector<int> table = {0};
-    const glass::serve::BatchEntry entry{tokens, 0, table, true};
+    const glass::serve::BatchEntry entry{.tokens = tokens, .start = 0, .block_table = table};
     CHECK_THROWS_WITH_AS(gpu.forward({&entry, 1}), doctest::Contains("allocate_pool"), glass::Error);
     gpu.allocate_pool(4, 4);
     CHECK(gpu.pool_bytes() == 2 * std::int64_t{m.config.n_layers} * 4 * 4 * m.config.kv_dim() * 4);
     CHECK(gpu.forward({&entry, 1}).size() == std::size_t(m.config.vocab_size));
     const std::vector<int> outside = {4};
-    const glass::serve::BatchEntry bad_block{tokens, 0, outside, true};
+    const glass::serve::BatchEntry bad_block{.tokens = tokens, .start = 0, .block_table = outside};
     CHECK_THROWS_WITH_AS(gpu.forward({&bad_block, 1}), doctest::Contains("block 4 is outside the pool of 4"), glass::Error);
     const std::vector<int> bad_id = {1, 512};
-    const glass::serve::BatchEntry bad_token{bad_id, 0, table, true};
+    const glass::serve::BatchEntry bad_token{.tokens = bad_id, .start = 0, .block_table = table};
     CHECK_THROWS_WITH_AS(gpu.forward({&bad_token, 1}), doctest::Contains("token id 512"), glass::Error);
-    const glass::serve::BatchEntry mid_prompt{tokens, 0, table, false};  // a chunk: no logits wanted
+    // A chunk: no logits wanted.
+    const glass::serve::BatchEntry mid_prompt{.tokens = tokens, .start = 0, .block_table = table, .wants_logits = false};
     CHECK(gpu.forward({&mid_prompt, 1}).empty());
 }
 

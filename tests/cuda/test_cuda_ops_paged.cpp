@@ -69,7 +69,7 @@ PagedBatch make_paged_batch(Rng& rng, int block_size, const std::vector<std::pai
         b.tokens.emplace_back(static_cast<std::size_t>(spans[e].second), 0);
     }
     for (std::size_t e = 0; e < spans.size(); ++e)
-        b.entries.push_back({b.tokens[e], spans[e].first, b.tables[e], true});
+        b.entries.push_back({.tokens = b.tokens[e], .start = spans[e].first, .block_table = b.tables[e]});
     const int rows = b.num_blocks * block_size;
     b.keys = random_matrix(rng, rows, kv_dim);
     b.values = random_matrix(rng, rows, kv_dim);

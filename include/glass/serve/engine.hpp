@@ -6,9 +6,9 @@
 ///   add_request(prompt, options)  -> id        the request waits (request.hpp)
 ///   step():                                    one forward pass for everyone scheduled
 ///     plan  = scheduler.schedule()             who computes which tokens (scheduler.hpp)
-///     batch = one entry per planned request    its new tokens, start, block table
+///     batch = build_batch(plan)                an entry per planned request: tokens, start, table
 ///     logits = backend.forward(batch)          K/V written into the pool (paged_backend.hpp)
-///     for each entry: computed += n; its full blocks join the prefix cache;
+///     apply_logits: for each entry: computed += n; its full blocks join the prefix cache;
 ///       if its last token was computed: sample the next one with the request's own RNG and
 ///       push it through the request's TokenOutput (generate.hpp: the same stop rules, UTF-8
 ///       streaming and stop strings as generate()); finished requests give their blocks back
@@ -104,9 +104,7 @@ public:
                                          : 4 * ((backend.config().seq_len + options.block_size - 1) / std::max(options.block_size, 1)),
                   options.block_size, options.prefix_caching),
           scheduler_(blocks_, options.scheduler) {
-        if (tokenizer.vocab_size() != backend.config().vocab_size)
-            fail("tokenizer has ", tokenizer.vocab_size(), " pieces but the model's vocabulary has ",
-                 backend.config().vocab_size);
+        check_same_vocabulary(tokenizer, backend.config());
         if (options.draft_k < 0 || options.draft_k > 16)
             fail("draft k (tokens drafted per step) must be in [0, 16], got ", options.draft_k);
         if (options.draft_k > 0 && !options.make_drafter) fail("draft k is ", options.draft_k, " but no drafter was given");
@@ -118,24 +116,15 @@ public:
         return add_request_ids(tokenizer_.encode(prompt, /*add_bos=*/true, /*add_eos=*/false), options);
     }
 
-    /// Queues already-encoded prompt ids. Refuses (glass::Error) what could never run: bad
-    /// options, no ids, an id outside the vocabulary, a prompt longer than what one request may use.
+    /// Queues already-encoded prompt ids. Refuses (glass::Error) what could never run: what
+    /// generate() refuses (check_generate_request), cached prompt tokens, a prompt longer than the pool.
     /// Its timings (TTFT, token times) count from `arrival`: when the request came in.
     int add_request_ids(std::vector<int> prompt_ids, const GenerateOptions& options, Clock::time_point arrival = Clock::now()) {
-        validate(options.sampling);
-        if (options.max_new_tokens < 0) fail("max new tokens must be >= 0, got ", options.max_new_tokens);
-        if (options.top_logprobs < 0 || options.top_logprobs > kMaxTopLogprobs)
-            fail("top logprobs must be in [0, ", kMaxTopLogprobs, "], got ", options.top_logprobs);
+        check_generate_request(config(), tokenizer_, options, prompt_ids);
         if (options.cached_prompt_tokens != 0)
             fail("cached prompt tokens are a single session's (glass chat); the engine finds cached blocks itself, got ",
                  options.cached_prompt_tokens);
-        if (prompt_ids.empty()) fail("a request needs at least one prompt token");
-        for (int id : prompt_ids)
-            if (id < 0 || id >= config().vocab_size)
-                fail("token id ", id, " is outside the vocabulary [0, ", config().vocab_size, ")");
         const int n = static_cast<int>(prompt_ids.size());
-        if (n > config().seq_len)
-            fail("prompt of ", n, " tokens is longer than the context window of ", config().seq_len);
         if (n > pool_positions())
             fail("prompt of ", n, " tokens does not fit the KV pool of ", blocks_.num_blocks(), " blocks of ",
                  blocks_.block_size(), " positions");
@@ -156,67 +145,12 @@ public:
 
     /// One forward pass over everything the scheduler picks. Returns what happened.
     StepReport step() {
-        StepReport report;
         set_lookaheads();
         const StepPlan plan = scheduler_.schedule();
+        StepReport report;
         report.preempted = plan.preempted;
-        std::vector<BatchEntry> batch;
-        std::vector<Draft> drafts(plan.chunks.size());
-        std::vector<std::vector<int>> checked(plan.chunks.size());  // [t, d_1..d_k] per speculative entry
-        for (size_t i = 0; i < plan.chunks.size(); ++i) {
-            const ScheduledChunk& c = plan.chunks[i];
-            Request& r = *c.request;
-            if (c.draft > 0) {  // its last token, and up to c.draft drafted ones checked beside it
-                if (!r.drafter) r.drafter = options_.make_drafter();
-                drafts[i] = checked_draft(*r.drafter, r.tokens, c.draft, r.options.sampling, r.rng, config().vocab_size);
-                checked[i] = {r.tokens.back()};
-                checked[i].insert(checked[i].end(), drafts[i].tokens.begin(), drafts[i].tokens.end());
-                batch.push_back({checked[i], c.start, r.block_table, true, /*every_row=*/true});
-            } else {
-                const std::span<const int> tokens(r.tokens);
-                batch.push_back({tokens.subspan(static_cast<size_t>(c.start), static_cast<size_t>(c.n)), c.start,
-                                 r.block_table, c.start + c.n == static_cast<int>(r.tokens.size())});
-            }
-            const int n = static_cast<int>(batch.back().tokens.size());
-            const bool decode = n == 1 + static_cast<int>(drafts[i].tokens.size()) && r.generated() > 0 &&
-                                c.start + 1 == static_cast<int>(r.tokens.size());  // exactly its last sampled token
-            report.batch.push_back({r.id, c.start, n, !decode, static_cast<int>(drafts[i].tokens.size())});
-        }
-        if (!batch.empty()) {
-            const std::span<const float> logits = backend_.forward(batch);
-            const size_t vocab = static_cast<size_t>(config().vocab_size);
-            size_t row = 0;
-            for (size_t i = 0; i < plan.chunks.size(); ++i) {
-                Request& r = *plan.chunks[i].request;
-                ++r.scheduled_steps;
-                std::string text;
-                if (batch[i].every_row) {  // a speculative check: keep a prefix of the drafts
-                    const size_t n_rows = batch[i].tokens.size();
-                    const std::span<const float> rows = logits.subspan(row * vocab, n_rows * vocab);
-                    row += n_rows;
-                    const SpeculativeRound round = judge_draft(rows, config().vocab_size, drafts[i], r.options.sampling, r.rng);
-                    r.draft_proposed += static_cast<std::int64_t>(drafts[i].tokens.size());
-                    r.draft_accepted += round.accepted;
-                    if (!drafts[i].tokens.empty()) report.batch[i].accepted = round.accepted;
-                    r.computed += 1 + round.accepted;  // t and the accepted drafts; the rest is forgotten
-                    for (size_t j = 0; j < round.emitted.size() && !r.output.done(); ++j)  // row j predicted emitted[j]
-                        text += push_token(r, round.emitted[j], rows.subspan(j * vocab, vocab));
-                    r.computed = std::min(r.computed, static_cast<int>(r.tokens.size()));  // it may have stopped early
-                    blocks_.cache_full_blocks(r.block_table, r.tokens, r.computed);
-                    blocks_.shrink(r.block_table, static_cast<int>(r.tokens.size()));  // the reserved room goes back
-                } else {
-                    r.computed += static_cast<int>(batch[i].tokens.size());
-                    blocks_.cache_full_blocks(r.block_table, r.tokens, r.computed);
-                    if (!batch[i].wants_logits) continue;
-                    text = accept_token(r, logits.subspan(row++ * vocab, vocab));
-                }
-                if (!text.empty()) report.text.emplace_back(r.id, text);
-                if (r.output.done()) {
-                    report.finished.push_back(r.id);
-                    finish(r);  // r is gone after this
-                }
-            }
-        }
+        const StepBatch batch = build_batch(plan, report);
+        if (!batch.entries.empty()) apply_logits(plan, batch, backend_.forward(batch.entries), report);
         for (const Request* r : scheduler_.waiting()) report.waiting.push_back(r->id);
         return report;
     }
@@ -259,7 +193,98 @@ public:
     int request_positions() const { return std::min(config().seq_len, pool_positions()); }
 
 private:
+    // One step's forward-pass input: an entry per scheduled chunk, in the plan's order.
+    struct StepBatch {
+        std::vector<BatchEntry> entries;        // [chunks]
+        std::vector<Draft> drafts;              // [chunks] empty where nothing was drafted
+        std::vector<std::vector<int>> checked;  // [chunks] [t, d_1..d_k] of a speculative entry (its tokens)
+    };
+
     int pool_positions() const { return blocks_.num_blocks() * blocks_.block_size(); }
+
+    // Phase 1, the batch: each chunk's tokens, start and block table. A chunk with drafted room
+    // checks [its last token, the drafts] and wants every row's logits; a prompt chunk wants its
+    // last row's only if it reaches the end of the prompt.
+    StepBatch build_batch(const StepPlan& plan, StepReport& report) {
+        StepBatch b;
+        b.drafts.resize(plan.chunks.size());
+        b.checked.resize(plan.chunks.size());  // sized once: the entries' spans point into it
+        for (size_t i = 0; i < plan.chunks.size(); ++i) {
+            const ScheduledChunk& c = plan.chunks[i];
+            Request& r = *c.request;
+            if (c.draft > 0) {
+                if (!r.drafter) r.drafter = options_.make_drafter();
+                b.drafts[i] = checked_draft(*r.drafter, r.tokens, c.draft, r.options.sampling, r.rng, config().vocab_size);
+                b.checked[i] = {r.tokens.back()};
+                b.checked[i].insert(b.checked[i].end(), b.drafts[i].tokens.begin(), b.drafts[i].tokens.end());
+                b.entries.push_back({.tokens = b.checked[i], .start = c.start, .block_table = r.block_table, .every_row = true});
+            } else {
+                const std::span<const int> tokens(r.tokens);
+                b.entries.push_back({.tokens = tokens.subspan(static_cast<size_t>(c.start), static_cast<size_t>(c.n)),
+                                     .start = c.start,
+                                     .block_table = r.block_table,
+                                     .wants_logits = c.start + c.n == static_cast<int>(r.tokens.size())});
+            }
+            report.batch.push_back({.id = r.id,
+                                    .start = c.start,
+                                    .n = static_cast<int>(b.entries.back().tokens.size()),
+                                    .prefill = !c.decode,
+                                    .drafted = static_cast<int>(b.drafts[i].tokens.size())});
+        }
+        return b;
+    }
+
+    // Phase 2, the pass's results: each chunk's positions now have K/V in the pool (full blocks
+    // join the prefix cache); where its logits were wanted, the request takes its next token(s).
+    void apply_logits(const StepPlan& plan, const StepBatch& batch, std::span<const float> logits, StepReport& report) {
+        const size_t vocab = static_cast<size_t>(config().vocab_size);
+        size_t row = 0;  // logits rows come in the batch's order, only for the entries that want them
+        for (size_t i = 0; i < plan.chunks.size(); ++i) {
+            Request& r = *plan.chunks[i].request;
+            const BatchEntry& entry = batch.entries[i];
+            ++r.scheduled_steps;
+            std::string text;
+            if (entry.every_row) {  // a speculative check: keep a prefix of the drafts
+                const size_t n_rows = entry.tokens.size();
+                text = judge_drafts(r, logits.subspan(row * vocab, n_rows * vocab), batch.drafts[i], report.batch[i]);
+                row += n_rows;
+            } else {
+                r.computed += static_cast<int>(entry.tokens.size());
+                blocks_.cache_full_blocks(r.block_table, r.tokens, r.computed);
+                if (!entry.wants_logits) continue;
+                text = accept_token(r, logits.subspan(row++ * vocab, vocab));
+            }
+            report_progress(r, text, report);  // r may be gone after this
+        }
+    }
+
+    // Phase 3, speculative decoding: `rows` [1 + k, vocab] judge [t, d_1..d_k]. Accepted drafts,
+    // then the correction (or the bonus token), join the request through the stop rules; the
+    // rejected drafts' pool rows are not counted, and the room reserved for them goes back.
+    std::string judge_drafts(Request& r, std::span<const float> rows, const Draft& draft, StepReport::Part& part) {
+        const size_t vocab = static_cast<size_t>(config().vocab_size);
+        const SpeculativeRound round = judge_draft(rows, config().vocab_size, draft, r.options.sampling, r.rng);
+        r.draft_proposed += static_cast<std::int64_t>(draft.tokens.size());
+        r.draft_accepted += round.accepted;
+        if (!draft.tokens.empty()) part.accepted = round.accepted;
+        r.computed += 1 + round.accepted;  // t and the accepted drafts; the rest is forgotten
+        std::string text;
+        for (size_t j = 0; j < round.emitted.size() && !r.output.done(); ++j)  // row j predicted emitted[j]
+            text += push_token(r, round.emitted[j], rows.subspan(j * vocab, vocab));
+        r.computed = std::min(r.computed, static_cast<int>(r.tokens.size()));  // it may have stopped early
+        blocks_.cache_full_blocks(r.block_table, r.tokens, r.computed);
+        blocks_.shrink(r.block_table, static_cast<int>(r.tokens.size()));  // the reserved room goes back
+        return text;
+    }
+
+    // Phase 4, the report: the request's new text, and whether it finished (then it leaves).
+    void report_progress(Request& r, const std::string& text, StepReport& report) {
+        if (!text.empty()) report.text.emplace_back(r.id, text);
+        if (r.output.done()) {
+            report.finished.push_back(r.id);
+            finish(r);  // r is gone after this
+        }
+    }
 
     // The request's last token was just computed: sample its next token, exactly as generate().
     std::string accept_token(Request& r, std::span<const float> logits) {
@@ -281,7 +306,7 @@ private:
     void set_lookaheads() {
         for (Request* r : scheduler_.running()) {
             r->lookahead = 0;
-            if (options_.draft_k == 0 || r->uncomputed() != 1 || r->generated() == 0) continue;
+            if (options_.draft_k == 0 || !r->decoding()) continue;
             const int remaining = r->options.max_new_tokens - r->generated();
             r->lookahead = std::max(0, std::min({options_.draft_k, request_positions() - static_cast<int>(r->tokens.size()),
                                                  remaining - 1}));

@@ -16,8 +16,9 @@
 ///     step()                         one forward pass for everyone scheduled
 ///     append each request's new logprobs (if asked) and text (StepReport::text) to its
 ///     ticket; hand each finished result (take_finished()) to its ticket; wake the handlers
-///     count what happened (metrics.hpp): outcomes, tokens, TTFT/TPOT, the step's batch, the
-///     block pool; handlers read a copy with metrics() and engine_state()
+///     count what happened: outcomes, tokens, TTFT/TPOT and the pool's gauges
+///     (prometheus_counters.hpp), the step's batch, the block pool and the live requests
+///     (engine_state.hpp); handlers read a copy with metrics() and engine_state()
 ///
 /// Handlers never wait for the engine's lock and the engine never waits for a client: a slow
 /// reader's text piles up in its ticket (bytes per token) while the batch goes on. A request that
@@ -43,7 +44,9 @@
 #include <vector>
 
 #include "glass/serve/engine.hpp"
-#include "glass/serve/metrics.hpp"
+#include "glass/serve/engine_state.hpp"
+#include "glass/serve/outcome.hpp"
+#include "glass/serve/prometheus_counters.hpp"
 
 namespace glass::serve {
 
@@ -202,108 +205,154 @@ public:
     }
 
 private:
-    void run() {
-        std::map<int, std::shared_ptr<Ticket>> live;  // engine id -> ticket
-        std::vector<std::shared_ptr<Ticket>> arrivals, cancels;
-        while (true) {
-            bool stopping = false, past_deadline = false;
-            {
-                std::unique_lock<std::mutex> lock(mutex_);
-                work_.wait(lock, [&] {
-                    return stopping_ || !arrivals_.empty() || !cancels_.empty() || engine_.has_unfinished();
-                });
-                arrivals.swap(arrivals_);
-                cancels.swap(cancels_);
-                stopping = stopping_;
-                past_deadline = deadline_ && Clock::now() >= *deadline_;
-            }
-            for (const std::shared_ptr<Ticket>& t : arrivals) {
-                if (t->cancel_requested || stopping) {  // gone before it started
-                    finish_unstarted(*t, "cancelled before it started", stopping, Outcome::cancelled);
-                    continue;
-                }
-                try {
-                    t->engine_id = engine_.add_request_ids(t->prompt_ids, t->options, t->arrival);
-                    live[t->engine_id] = t;
-                } catch (const std::exception& e) {
-                    finish_unstarted(*t, e.what(), false, Outcome::error);
-                }
-            }
-            arrivals.clear();
-            for (const std::shared_ptr<Ticket>& t : cancels)
-                if (t->engine_id >= 0) engine_.cancel(t->engine_id);  // finished ones: no-op
-            cancels.clear();
-            if (stopping || past_deadline) {
-                for (auto& [id, t] : live) {
-                    t->cancelled_by_shutdown = true;
-                    engine_.cancel(id);
-                }
-            }
+    using LiveTickets = std::map<int, std::shared_ptr<Ticket>>;  // engine id -> ticket
+    using FinishedTickets = std::vector<std::pair<std::shared_ptr<Ticket>, RequestResult>>;
 
-            bool stepped = false;
-            StepReport report;
-            if (engine_.has_unfinished()) {
-                stepped = true;
-                try {
-                    report = engine_.step();
-                } catch (const std::exception& e) {  // a bug, not bad input: end everyone's request with it
-                    for (auto& [id, t] : live) {
-                        {
-                            std::lock_guard<std::mutex> lock(t->mutex);
-                            t->error = std::string("engine step failed: ") + e.what();
-                        }
-                        engine_.cancel(id);
-                    }
-                }
-                for (auto& [id, t] : live) {  // logprobs first: a handler that sees text sees its steps too
-                    const Request* r = engine_.request(id);
-                    if (r == nullptr || r->logprobs.size() <= t->logprobs_published) continue;
-                    std::lock_guard<std::mutex> lock(t->mutex);
-                    t->new_logprobs.insert(t->new_logprobs.end(), r->logprobs.begin() + static_cast<std::ptrdiff_t>(t->logprobs_published),
-                                           r->logprobs.end());
-                    t->logprobs_published = r->logprobs.size();
-                }
-                for (const auto& [id, text] : report.text) {
-                    const auto it = live.find(id);
-                    if (it == live.end()) continue;
-                    {
-                        std::lock_guard<std::mutex> lock(it->second->mutex);
-                        it->second->new_text += text;
-                    }
-                    it->second->changed.notify_all();
-                }
-            }
+    // What the handler threads left in the inbox since the engine thread last looked.
+    struct Inbox {
+        std::vector<std::shared_ptr<Ticket>> arrivals;
+        std::vector<std::shared_ptr<Ticket>> cancels;
+        bool stopping = false;
+        bool past_deadline = false;  // the drain's grace period is over
+    };
+
+    // The engine thread: one pass of this loop per step.
+    void run() {
+        LiveTickets live;
+        while (true) {
+            const Inbox inbox = take_inbox();
+            open_inbox(inbox, live);
+            const std::optional<StepReport> report = step_and_publish(live);
             // Count first, then hand the results out: a client that reads its last event and then
             // asks for /metrics or /v1/engine/state sees its request counted and its blocks back.
-            std::vector<std::pair<std::shared_ptr<Ticket>, RequestResult>> done;
-            for (RequestResult& r : engine_.take_finished()) {
-                const auto it = live.find(r.id);
-                if (it == live.end()) continue;
-                done.emplace_back(it->second, std::move(r));
-                live.erase(it);
+            FinishedTickets done = take_finished(live);
+            record(report, done, live);
+            hand_out(done);
+            if (inbox.stopping && live.empty() && nothing_arrived()) return;
+        }
+    }
+
+    // Sleeps until a handler left something or a request is unfinished, then empties the inbox.
+    Inbox take_inbox() {
+        Inbox inbox;
+        std::unique_lock<std::mutex> lock(mutex_);
+        work_.wait(lock, [&] { return stopping_ || !arrivals_.empty() || !cancels_.empty() || engine_.has_unfinished(); });
+        inbox.arrivals.swap(arrivals_);
+        inbox.cancels.swap(cancels_);
+        inbox.stopping = stopping_;
+        inbox.past_deadline = deadline_ && Clock::now() >= *deadline_;
+        return inbox;
+    }
+
+    // New tickets join the engine (or finish at once: cancelled or stopping before they started,
+    // refused by the engine); cancels reach it; stopping or past the deadline, everyone live is cancelled.
+    void open_inbox(const Inbox& inbox, LiveTickets& live) {
+        for (const std::shared_ptr<Ticket>& t : inbox.arrivals) {
+            if (t->cancel_requested || inbox.stopping) {  // gone before it started
+                finish_unstarted(*t, "cancelled before it started", inbox.stopping, Outcome::cancelled);
+                continue;
             }
-            count_finished_requests(done);
-            record(stepped, report, live);
-            for (auto& [t, r] : done) {
-                {
-                    std::lock_guard<std::mutex> lock(t->mutex);
-                    t->result = std::move(r);
-                    t->free_blocks = engine_.blocks().num_free();
-                    t->num_blocks = num_blocks_;
-                    t->finished = true;
-                }
-                t->changed.notify_all();
-                leave();
+            try {
+                t->engine_id = engine_.add_request_ids(t->prompt_ids, t->options, t->arrival);
+                live[t->engine_id] = t;
+            } catch (const std::exception& e) {
+                finish_unstarted(*t, e.what(), false, Outcome::error);
             }
-            if (stopping && live.empty()) {
-                std::lock_guard<std::mutex> lock(mutex_);
-                if (arrivals_.empty()) return;
+        }
+        for (const std::shared_ptr<Ticket>& t : inbox.cancels)
+            if (t->engine_id >= 0) engine_.cancel(t->engine_id);  // finished ones: no-op
+        if (inbox.stopping || inbox.past_deadline) {
+            for (auto& [id, t] : live) {
+                t->cancelled_by_shutdown = true;
+                engine_.cancel(id);
             }
         }
     }
 
+    // One engine step, if anything is unfinished (nullopt if not); then each live ticket gets its
+    // new logprobs, then its new text. A step that throws is a bug, not bad input: it ends
+    // everyone's request with its message.
+    std::optional<StepReport> step_and_publish(const LiveTickets& live) {
+        if (!engine_.has_unfinished()) return std::nullopt;
+        StepReport report;
+        try {
+            report = engine_.step();
+        } catch (const std::exception& e) {
+            for (const auto& [id, t] : live) {
+                {
+                    std::lock_guard<std::mutex> lock(t->mutex);
+                    t->error = std::string("engine step failed: ") + e.what();
+                }
+                engine_.cancel(id);
+            }
+        }
+        publish(report, live);
+        return report;
+    }
+
+    // Logprobs first: a handler that sees a step's text sees its logprobs too.
+    void publish(const StepReport& report, const LiveTickets& live) {
+        for (const auto& [id, t] : live) {
+            const Request* r = engine_.request(id);
+            if (r == nullptr || r->logprobs.size() <= t->logprobs_published) continue;
+            std::lock_guard<std::mutex> lock(t->mutex);
+            t->new_logprobs.insert(t->new_logprobs.end(), r->logprobs.begin() + static_cast<std::ptrdiff_t>(t->logprobs_published),
+                                   r->logprobs.end());
+            t->logprobs_published = r->logprobs.size();
+        }
+        for (const auto& [id, text] : report.text) {
+            const auto it = live.find(id);
+            if (it == live.end()) continue;
+            {
+                std::lock_guard<std::mutex> lock(it->second->mutex);
+                it->second->new_text += text;
+            }
+            it->second->changed.notify_all();
+        }
+    }
+
+    // The engine's finished results, each with its ticket; those tickets leave `live`.
+    FinishedTickets take_finished(LiveTickets& live) {
+        FinishedTickets done;
+        for (RequestResult& r : engine_.take_finished()) {
+            const auto it = live.find(r.id);
+            if (it == live.end()) continue;
+            done.emplace_back(it->second, std::move(r));
+            live.erase(it);
+        }
+        return done;
+    }
+
+    // Each finished ticket gets its result and the pool's state; its handler wakes.
+    void hand_out(FinishedTickets& done) {
+        for (auto& [t, r] : done) {
+            {
+                std::lock_guard<std::mutex> lock(t->mutex);
+                t->result = std::move(r);
+                t->free_blocks = engine_.blocks().num_free();
+                t->num_blocks = num_blocks_;
+                t->finished = true;
+            }
+            t->changed.notify_all();
+            leave();
+        }
+    }
+
+    // Stopping ends the thread only once no ticket is left in the inbox.
+    bool nothing_arrived() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return arrivals_.empty();
+    }
+
+    // After each pass of the loop: the finished requests, the step's batch (if it stepped), the
+    // gauges, the pool, the live requests, for metrics() and engine_state().
+    void record(const std::optional<StepReport>& report, const FinishedTickets& done, const LiveTickets& live) {
+        count_finished_requests(done);
+        record_engine(report, live);
+    }
+
     // Outcomes, tokens, TTFT and TPOT of the requests that just finished.
-    void count_finished_requests(const std::vector<std::pair<std::shared_ptr<Ticket>, RequestResult>>& done) {
+    void count_finished_requests(const FinishedTickets& done) {
         std::lock_guard<std::mutex> lock(stats_mutex_);
         for (const auto& [t, r] : done) {
             const Outcome outcome = t->error.empty() ? outcome_of(r.stop_reason) : Outcome::error;  // error: a failed step
@@ -313,10 +362,9 @@ private:
         }
     }
 
-    // After each pass of the loop: the step's batch (if it stepped), the gauges, the pool, the
-    // live requests, for metrics() and engine_state(). O(blocks + live requests): small beside a
-    // forward pass, and nothing at all while the engine sleeps.
-    void record(bool stepped, const StepReport& report, const std::map<int, std::shared_ptr<Ticket>>& live) {
+    // The step's batch (if it stepped), the gauges, the pool, the live requests. O(blocks + live
+    // requests): small beside a forward pass, and nothing at all while the engine sleeps.
+    void record_engine(const std::optional<StepReport>& report, const LiveTickets& live) {
         std::vector<LiveRecord> live_records;
         const auto add = [&](const Request* r) {
             const auto it = live.find(r->id);
@@ -327,10 +375,10 @@ private:
         std::vector<BlockRecord> blocks = block_records(engine_.blocks(), engine_.scheduler());
 
         std::lock_guard<std::mutex> lock(stats_mutex_);
-        if (stepped) {
+        if (report) {
             ++metrics_.engine_steps;
             state_.steps = metrics_.engine_steps;
-            state_.recent_steps.push_back(step_record(report, metrics_.engine_steps));
+            state_.recent_steps.push_back(step_record(*report, metrics_.engine_steps));
             if (state_.recent_steps.size() > kRecentSteps) state_.recent_steps.pop_front();
         }
         metrics_.requests_running = static_cast<int>(engine_.scheduler().running().size());

@@ -123,7 +123,7 @@ public:
 
 private:
     std::span<const float> run(std::span<const int> ids, bool every_row = false) {
-        const BatchEntry entry{ids, length_, table_, true, every_row};
+        const BatchEntry entry{.tokens = ids, .start = length_, .block_table = table_, .every_row = every_row};
         const std::span<const float> logits = backend_.forward({&entry, 1});
         length_ += static_cast<int>(ids.size());
         return logits;

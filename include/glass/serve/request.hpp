@@ -79,6 +79,8 @@ struct Request {
 
     int generated() const { return static_cast<int>(tokens.size() - prompt_ids.size()); }
     int uncomputed() const { return static_cast<int>(tokens.size()) - computed; }
+    /// Its one uncomputed token is the one it sampled last: its next pass is a decode step.
+    bool decoding() const { return uncomputed() == 1 && generated() > 0; }
 };
 
 }  // namespace glass::serve

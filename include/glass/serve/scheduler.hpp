@@ -48,7 +48,8 @@ struct ScheduledChunk {
     Request* request;
     int start;
     int n;
-    int draft = 0;  ///< of the n, positions reserved for drafted tokens (at most n - 1)
+    bool decode = false;  ///< a decode step: it computes the token it sampled last (Request::decoding()), plus any drafts
+    int draft = 0;        ///< of the n, positions reserved for drafted tokens (at most n - 1; decode chunks only)
 };
 
 struct StepPlan {
@@ -92,7 +93,7 @@ public:
             }
             if (preempted_self) break;
             blocks_.grow(r->block_table, {}, r->computed + n);
-            plan.chunks.push_back({r, r->computed, n});
+            plan.chunks.push_back({.request = r, .start = r->computed, .n = n, .decode = r->decoding()});
             budget -= n;
         }
 
@@ -115,7 +116,7 @@ public:
             r->status = RequestStatus::running;
             waiting_.pop_front();
             running_.push_back(r);
-            plan.chunks.push_back({r, cached, n});
+            plan.chunks.push_back({.request = r, .start = cached, .n = n, .decode = r->decoding()});
             budget -= n;
             first_admission = false;
         }
@@ -124,7 +125,7 @@ public:
         for (ScheduledChunk& c : plan.chunks) {
             Request* r = c.request;
             if (budget <= 0) break;
-            if (r->lookahead <= 0 || c.n != 1 || r->uncomputed() != 1) continue;  // only a decode step drafts
+            if (r->lookahead <= 0 || !c.decode) continue;  // only a decode step drafts
             int extra = std::min(r->lookahead, budget);
             while (extra > 0 && !blocks_.can_grow(r->block_table, {}, r->computed + 1 + extra)) --extra;
             if (extra == 0) continue;
