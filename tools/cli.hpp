@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -16,6 +18,7 @@
 #include "glass/checkpoint.hpp"
 #include "glass/fast/packed_weights.hpp"
 #include "glass/kv_cache.hpp"
+#include "glass/sampling.hpp"
 
 namespace cli {
 
@@ -107,6 +110,24 @@ private:
     std::map<std::string, std::vector<std::string>> values_;
     std::vector<std::string> positional_;
 };
+
+// --temperature (default `temperature`: 1 samples, explain's 0 is greedy), --top-p (0.9), --top-k
+// (0: off), --min-p (0: off), checked together (sampling.hpp's validate names a bad value).
+inline glass::SamplingParams sampling_from_flags(const Flags& flags, float temperature = 1.0f) {
+    glass::SamplingParams p;
+    p.temperature = flags.number<float>("--temperature").value_or(temperature);
+    p.top_p = flags.number<float>("--top-p").value_or(0.9f);
+    p.top_k = flags.number<int>("--top-k").value_or(0);
+    p.min_p = flags.number<float>("--min-p").value_or(0.0f);
+    glass::validate(p);
+    return p;
+}
+
+// --seed N, else the clock (a new draw every run).
+inline std::uint64_t seed_from_flags(const Flags& flags) {
+    return flags.number<std::uint64_t>("--seed").value_or(
+        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
+}
 
 // --kv fp32|int8 (default fp32): how the KV cache stores keys and values (kv_cache.hpp).
 // A bad name is a usage error (exit 2), as for every other flag.

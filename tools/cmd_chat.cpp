@@ -37,7 +37,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -136,13 +135,8 @@ struct ChatOptions {
 ChatOptions chat_options_from_flags(const Flags& flags) {
     ChatOptions o;
     glass::GenerateOptions& g = o.generate;
-    g.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
-    g.sampling.top_p = flags.number<float>("--top-p").value_or(0.9f);
-    g.sampling.top_k = flags.number<int>("--top-k").value_or(0);
-    g.sampling.min_p = flags.number<float>("--min-p").value_or(0.0f);
-    glass::validate(g.sampling);
-    o.seed = flags.number<std::uint64_t>("--seed").value_or(
-        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
+    g.sampling = sampling_from_flags(flags);
+    o.seed = seed_from_flags(flags);
     g.max_new_tokens = flags.number<int>("--max-new-tokens").value_or(64);
     if (g.max_new_tokens <= 0)
         throw UsageError("--max-new-tokens must be > 0, got " + std::to_string(g.max_new_tokens));

@@ -416,11 +416,7 @@ ExplainOptions explain_options_from_flags(const Flags& flags) {
     o.filter.brief = flags.has("--brief");
     if (o.filter.brief && (flags.has("--layer") || flags.has("--head")))
         throw UsageError("--brief drops every per-layer line; --layer/--head choose among them: give one or the other");
-    o.params.temperature = flags.number<float>("--temperature").value_or(0.0f);
-    o.params.top_p = flags.number<float>("--top-p").value_or(0.9f);
-    o.params.top_k = flags.number<int>("--top-k").value_or(0);
-    o.params.min_p = flags.number<float>("--min-p").value_or(0.0f);
-    glass::validate(o.params);
+    o.params = sampling_from_flags(flags, /*temperature=*/0.0f);  // greedy unless asked
     return o;
 }
 

@@ -1,5 +1,4 @@
 // glass generate — the main job: prompt in, streamed text and timings out.
-#include <chrono>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -104,13 +103,8 @@ Backend backend_from_flags(const Flags& flags) {
 // Sampling, seed, stop strings and --top-logprobs; max_new_tokens waits for the prompt's length.
 glass::GenerateOptions generate_options_from_flags(const Flags& flags) {
     glass::GenerateOptions options;
-    options.sampling.temperature = flags.number<float>("--temperature").value_or(1.0f);
-    options.sampling.top_p = flags.number<float>("--top-p").value_or(0.9f);
-    options.sampling.top_k = flags.number<int>("--top-k").value_or(0);
-    options.sampling.min_p = flags.number<float>("--min-p").value_or(0.0f);
-    glass::validate(options.sampling);
-    options.seed = flags.number<std::uint64_t>("--seed").value_or(
-        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
+    options.sampling = sampling_from_flags(flags);
+    options.seed = seed_from_flags(flags);
     options.stop_strings = flags.all("--stop");
     // --top-logprobs K: per step, the chosen token's logprob and the K most likely (JSON only).
     options.top_logprobs = flags.number<int>("--top-logprobs").value_or(0);
