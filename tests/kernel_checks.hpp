@@ -1,6 +1,6 @@
-// The kernel checks both kernel test programs run: tests/test_fast_cpu.cpp on this machine's sets
-// (portable, avx2, avx512) and tests/neon/test_neon.cpp on an AArch64 CPU's (portable, neon),
-// cross-compiled and run under qemu-aarch64. Each check takes the set(s) to check and compares
+// The kernel checks both kernel test programs run: tests/test_fast_kernel_checks.cpp on this
+// machine's sets (portable, avx2, avx512) and tests/neon/test_neon.cpp on an AArch64 CPU's
+// (portable, neon), cross-compiled and run under qemu-aarch64. Each check takes the set(s) to check and compares
 // every kernel with the portable loops (kernels_portable.hpp) or the scalar definitions.
 //
 // Header only, on doctest and the fast path's headers alone: test_neon.cpp cannot include
@@ -103,9 +103,9 @@ inline std::vector<Kernels> vector_sets() {
 }
 
 // The tolerance of the fast path's logits for each weight type, as max |logit error| / max |logit|
-// against the fp32 reference (test_fast_cpu.cpp checks it; both programs' greedy goldens use it to
-// bound how close a golden's top two logits must be for a reduced precision to pick the other
-// one). Each weight is rounded independently, so the logits move by about one unit roundoff of
+// against the fp32 reference (test_fast_quantized.cpp checks it; both programs' greedy goldens
+// use it to bound how close a golden's top two logits must be for a reduced precision to pick the
+// other one). Each weight is rounded independently, so the logits move by about one unit roundoff of
 // the format (the errors of many weights partly cancel); we allow 4× that:
 //   fp16: 10 stored mantissa bits, unit roundoff 2^-11 ≈ 4.9e-4      -> 2e-3  (measured 4.6e-4)
 //   bf16:  7 stored mantissa bits, unit roundoff 2^-8  ≈ 3.9e-3      -> 1.6e-2 (measured 4.0e-3)

@@ -32,7 +32,7 @@ std::vector<int> ids_from(int seed, int n, int vocab) {
 
 }  // namespace
 
-// 1e-5: the fp32 rule (tests/test_fast_cpu.cpp); only the order of fp32 additions differs.
+// 1e-5: the fp32 rule (tests/test_fast_session.cpp); only the order of fp32 additions differs.
 TEST_CASE("FastCpuSession equals CpuSession in every family (every kernel set; score rows and FlashAttention; chunked prefill)") {
     for (const std::string& f : kFamilies) {
         const glass::ModelConfig c = glass::fast::small_family_config(f);
@@ -103,7 +103,7 @@ TEST_CASE("FastPagedBackend equals the reference paged engine in every family, a
 }
 
 // int8 KV cache: the fast session's int8 rows against the reference's int8 cache, 1e-3 as on the
-// shipped model (test_fast_cpu.cpp says why: a value within 1e-7 of a rounding boundary rounds
+// shipped model (test_fast_int8_kv.cpp says why: a value within 1e-7 of a rounding boundary rounds
 // the other way on one side only).
 TEST_CASE("int8 KV cache in every family: FastCpuSession equals CpuSession's int8 cache") {
     for (const std::string& f : kFamilies) {

@@ -230,8 +230,8 @@ TEST_CASE("fp32 and int8 KV: the fast backend's logits are the reference backend
     // ~50× headroom over what FastCpuSession measures (6e-7) while any real bug (a wrong block,
     // position or row) moves logits by 1e-2 or more.
     // With an int8 pool (both backends round every stored row to int8 with one scale per KV head):
-    // 1e-3, as FastCpuSession's int8 cache against CpuSession's (test_fast_cpu.cpp): K and V ~1e-7
-    // apart can round to neighbouring integers near a half step, one step of max|x|/127 on a few
+    // 1e-3, as FastCpuSession's int8 cache against CpuSession's (test_fast_int8_kv.cpp): K and V
+    // ~1e-7 apart can round to neighbouring integers near a half step, one step of max|x|/127 on a few
     // values (~1e-4 on the logits), still 1/30 of what int8 itself moves them; a wrong scale or a
     // row of the wrong block moves them by 1e-2 or more.
     for (const glass::Model* model : {&test::shipped(), &wide_model()})
@@ -291,7 +291,7 @@ TEST_CASE("fp32 and int8 KV: the fast backend's logits are the reference backend
 }
 
 TEST_CASE("all 36 greedy goldens and the seeded sampling goldens of llama2.c, batched in one engine on the fast backend (every kernel set)") {
-    // fp32 and fp16 reproduce every greedy golden through FastCpuSession (test_fast_cpu.cpp);
+    // fp32 and fp16 reproduce every greedy golden through FastCpuSession (test_fast_session.cpp);
     // batched here, each request must still get them, since batching changes no bit. The seeded
     // sampling goldens need the probabilities to land on the same side of every draw too, which
     // fp32 (error ~1e-7) does; fp16's rounding (~5e-4) is only checked on greedy runs.

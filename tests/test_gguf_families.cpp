@@ -358,7 +358,8 @@ TEST_CASE("weights in their stored type: the fast path packs every GGUF and fold
     // nothing widened) and the fast path packs it from the stored bytes, in the same type: every
     // packed weight then equals the widened reference weight bit for bit (a requantization would
     // move some), and the fast logits follow the reference on the widened file within 1e-5, the
-    // fp32 rule (tests/test_fast_cpu.cpp): the same weights, only the order of fp32 sums differs.
+    // fp32 rule (tests/test_fast_session.cpp): the same weights, only the order of fp32 sums
+    // differs.
     const std::vector<std::pair<std::string, glass::fast::WeightType>> files = {
         {"F16.gguf", glass::fast::WeightType::fp16}, {"BF16.gguf", glass::fast::WeightType::bf16},
         {"Q8_0.gguf", glass::fast::WeightType::q8_0}, {"Q4_0.gguf", glass::fast::WeightType::q4_0},

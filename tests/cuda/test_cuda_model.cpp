@@ -38,7 +38,7 @@ constexpr double kF32 = 1e-5;  // fp32 on both sides; only summation order and e
 // The int8 KV cache against the CPU's int8 cache: 5e-3 on the logits, not kF32. The two sides
 // compute K and V ~1e-7 apart (other summation orders), and a value that close to a rounding
 // boundary (q + 0.5) becomes the neighbouring integer on one side only: one step s = max|x|/127
-// of its KV head (test_fast_cpu.cpp gives the fast path's int8 cache 1e-3 for the same reason).
+// of its KV head (test_fast_int8_kv.cpp gives the fast path's int8 cache 1e-3 for the same reason).
 // With this model's head_dim of 8 one step weighs more than there: measured on the CPU emulator,
 // non_ascii_cafe's first decode step is 2.0e-3 off with the naive, tiled and cuBLAS matmuls and
 // 6e-7 with warp_per_row (the same kernels otherwise, so one flipped integer, not a kernel

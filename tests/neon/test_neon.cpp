@@ -8,8 +8,8 @@
 // goldens carry their token ids, so no text is tokenized; the engine's Llama2cTokenizer (header
 // only) turns ids back into text.
 //
-// The kernel checks are tests/kernel_checks.hpp's, the ones tests/test_fast_cpu.cpp runs on
-// x86-64 (same odd sizes, same tolerances).
+// The kernel checks are tests/kernel_checks.hpp's, the ones tests/test_fast_kernel_checks.cpp
+// runs on x86-64 (same odd sizes, same tolerances).
 #include <doctest/doctest.h>  // main(): tests/doctest_main.cpp
 
 #include <chrono>
@@ -109,7 +109,7 @@ namespace {
 // The golden cases run here: every one of 32 or 64 steps (24 of the 36: all 12 prompts, the
 // 36- and 100-token ones generating nothing or little), and one of 256 steps (a long decode: 256
 // cached positions in 16 KV blocks). The other 256-step runs repeat the same prompts for longer
-// and hold 70 % of the tokens: minutes under qemu (test_fast_cpu.cpp and test_fast_serve.cpp run
+// and hold 70 % of the tokens: minutes under qemu (test_fast_session.cpp and test_fast_serve.cpp run
 // all 36 natively).
 std::vector<nlohmann::json> goldens_run_here() {
     const std::string path = std::string(GLASS_SHARED_DIR) + "/goldens/stories260K_greedy.jsonl";
@@ -127,7 +127,7 @@ std::vector<nlohmann::json> goldens_run_here() {
 
 // The weight types each set's goldens run with: all five on every set but the reference, whose
 // plain loops run the exact two (fp32, fp16); its bf16/Q8_0/Q4_0 runs are the very code
-// test_fast_cpu.cpp runs on x86-64 and cost a minute more under qemu.
+// test_fast_session.cpp runs on x86-64 and cost a minute more under qemu.
 std::vector<WeightType> golden_types(const std::string& set) {
     if (set == "portable") return {WeightType::fp32, WeightType::fp16};
     return {std::begin(kAllTypes), std::end(kAllTypes)};
@@ -161,7 +161,7 @@ std::vector<int> greedy(glass::Session& session, const std::vector<int>& prompt,
 
 }  // namespace
 
-// The sharpest end-to-end check, as in test_fast_cpu.cpp: fp32 and fp16 reproduce every golden
+// The sharpest end-to-end check, as in test_fast_session.cpp: fp32 and fp16 reproduce every golden
 // exactly; bf16, Q8_0 and Q4_0 may pick the other token only where the golden's top two logits
 // are closer than their tolerance allows. Each kernel set is forced through FastOptions::kernels.
 TEST_CASE("greedy goldens on the shipped model through FastCpuSession, every kernel set forced") {

@@ -20,8 +20,8 @@
 ///     128 tiles, online softmax, no score rows at all; FastOptions::flash_attention = false:
 ///     the score rows).
 ///  4. Buffers (activations, KV cache, RoPE angles) are sized once here: decode allocates
-///     nothing (tests/test_fast_cpu.cpp counts operator new to prove it). With FastOptions::kv
-///     int8 the cache keeps int8 rows and a scale per KV head (a quarter of the bytes); decode
+///     nothing (tests/test_fast_allocations.cpp counts operator new to prove it). With
+///     FastOptions::kv int8 the cache keeps int8 rows and a scale per KV head (a quarter of the bytes); decode
 ///     attention dequantizes 32 rows at a time into an L1-sized scratch, once for all the query
 ///     heads of a KV head; a prefill pass dequantizes the layer's rows into one fp32 layer buffer
 ///     before its attention.

@@ -1,0 +1,152 @@
+// FastCpuSession (include/glass/fast/fast_session.hpp) against the plain reference it replaces:
+// fp32 logits within 1e-5 of CpuSession's on the shipped model and on generated shapes, input
+// checked before anything changes, run.c's greedy goldens on every kernel set, and GLASS_KERNELS
+// choosing the set. No timing here (speed lives in bench/).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "fast_cpu_support.hpp"
+
+TEST_CASE("FastCpuSession fp32 equals CpuSession on the shipped model (every kernel set, 1 and 2 threads, chunked prefill)") {
+    const auto& model = test::shipped();
+    const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
+    const std::vector<int> next = {376, 298, 315, 421, 395, 317, 426, 338};
+    for (int threads : {1, 2})
+        for (const std::string& set : all_sets())
+            for (int chunk : {512, 4})  // 4: the 9-token prompt goes through in 3 passes
+                for (bool flash : {false, true}) {  // prefill attention: score rows, or tiles (C19)
+                CAPTURE(threads);
+                CAPTURE(set);
+                CAPTURE(chunk);
+                CAPTURE(flash);
+                glass::CpuSession ref(model);
+                FastOptions options{.threads = threads, .weights = WeightType::fp32, .prefill_chunk = chunk, .flash_attention = flash};
+                options.kernels = set;
+                FastCpuSession fast(model, options);
+                CHECK(std::string(fast.kernel_name()) == set);
+                CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
+                // hidden_dim 172 is padded to 192 rows in W1/W3's last panel: those zeros are read too.
+                CHECK(fast.weight_bytes() > model.weight_bytes);
+            }
+}
+
+TEST_CASE("FastCpuSession fp32 equals CpuSession on generated shapes: GQA, own classifier, long prompt") {
+    glass::ModelConfig c;
+    SUBCASE("grouped-query attention, nothing a multiple of 32") {
+        c.dim = 96; c.hidden_dim = 200; c.n_layers = 2; c.n_heads = 6; c.n_kv_heads = 2;
+        c.vocab_size = 300; c.seq_len = 80; c.shared_classifier = false;
+    }
+    SUBCASE("multiples of 32: the packed bytes are exactly the checkpoint's") {
+        c.dim = 64; c.hidden_dim = 128; c.n_layers = 3; c.n_heads = 4; c.n_kv_heads = 4;
+        c.vocab_size = 96; c.seq_len = 80; c.shared_classifier = true;
+    }
+    c.head_dim = c.dim / c.n_heads;
+    const glass::Model model = glass::fast::random_model_in_memory(c, 7);
+    std::vector<int> prompt;
+    for (int i = 0; i < 50; ++i) prompt.push_back((i * 37 + 11) % c.vocab_size);  // 4+ token tiles
+    const std::vector<int> next = {5, 17, 42, 3, 88};
+    glass::CpuSession ref(model);
+    FastCpuSession fast(model, {.threads = 2, .weights = WeightType::fp32, .flash_attention = false});  // score-row prefill attention
+    CHECK(worst_error(ref, fast, prompt, next) <= 1e-5);
+    {  // FlashAttention for the prefill (C19, the default), whole and in chunks of 16 (start > 0)
+        for (const int chunk : {512, 16}) {
+            glass::CpuSession ref_again(model);
+            FastCpuSession flash(model, {.threads = 2, .weights = WeightType::fp32, .prefill_chunk = chunk, .flash_attention = true});
+            CHECK(worst_error(ref_again, flash, prompt, next) <= 1e-5);
+        }
+    }
+    if (c.hidden_dim % 32 == 0 && c.vocab_size % 32 == 0 && c.kv_dim() % 32 == 0)
+        CHECK(fast.weight_bytes() == model.weight_bytes);
+    // reset() starts a new sequence: the same prompt gives the same logits again.
+    ref.reset();
+    fast.reset();
+    CHECK(worst_error(ref, fast, prompt, {}) <= 1e-5);
+}
+
+TEST_CASE("bad input: token ids and context length are checked before anything changes") {
+    FastCpuSession fast(test::shipped(), {.threads = 2, .weights = WeightType::fp32});
+    const std::vector<int> bad = {1, 512};
+    CHECK_THROWS_WITH_AS(fast.prefill(bad), doctest::Contains("token id 512"), glass::Error);
+    CHECK(fast.position() == 0);
+    CHECK_THROWS_WITH_AS(fast.decode(-1), doctest::Contains("token id -1"), glass::Error);
+    CHECK_THROWS_AS(fast.prefill(std::span<const int>()), glass::Error);
+    const std::vector<int> too_long(513, 1);
+    CHECK_THROWS_WITH_AS(fast.prefill(too_long), doctest::Contains("513 tokens"), glass::Error);
+    CHECK_THROWS_WITH_AS(FastCpuSession(test::shipped(), {.threads = 0, .weights = WeightType::fp32}),
+                         doctest::Contains("thread count 0"), glass::Error);
+    CHECK_THROWS_WITH_AS(glass::fast::weight_type_from_string("fp8"), doctest::Contains("'fp8'"), glass::Error);
+}
+
+// Greedy generation is the sharpest end-to-end check: one wrong logit anywhere in 256 steps
+// changes the story. fp32 and fp16 reproduce every golden exactly (measured). bf16 and Q8_0
+// may pick the other token where the reference's top two logits are closer than their error:
+// at the first differing step the golden's top1 − top2 margin must be within twice the
+// tolerance (each logit can move by tolerance × scale, using the top logit as the scale).
+TEST_CASE("greedy generation on the shipped model matches run.c's goldens (every kernel set; fp32, fp16 exactly)") {
+  for (const std::string& set : all_sets())
+    for (WeightType type : kAllTypes) {
+        CAPTURE(set);
+        CAPTURE(std::string(glass::fast::to_string(type)));
+        int exact = 0, cases = 0, earliest = 1 << 30;
+        for (const auto& g : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
+            CAPTURE(g["case"].get<std::string>());
+            FastOptions options{.threads = 2, .weights = type};
+            options.kernels = set;
+            FastCpuSession fast(test::shipped(), options);
+            glass::GenerateOptions o;
+            o.sampling.temperature = 0.0f;
+            const auto want = test::ids_of(g["generated_ids"]);
+            o.max_new_tokens = static_cast<int>(want.size());
+            const auto r = glass::generate(fast, test::shipped_tok(), g["prompt"].get<std::string>(), o);
+            REQUIRE(r.prompt_ids == test::ids_of(g["prompt_ids"]));
+            size_t i = 0;
+            while (i < want.size() && i < r.generated_ids.size() && r.generated_ids[i] == want[i]) ++i;
+            ++cases;
+            if (i == want.size() && r.generated_ids.size() == want.size()) {
+                ++exact;
+                continue;
+            }
+            earliest = std::min(earliest, static_cast<int>(i));
+            if (type == WeightType::fp32 || type == WeightType::fp16) {
+                FAIL_CHECK("differs from run.c at generated token " << i);
+                continue;
+            }
+            const double top1 = g["top1_logits"][i].get<double>(), top2 = g["top2_logits"][i].get<double>();
+            CHECK(top1 - top2 <= 2 * kernel_checks::weight_tolerance(type) * std::fabs(top1));
+        }
+        MESSAGE(set << ", " << glass::fast::to_string(type) << " weights: " << exact << " of " << cases
+                << " golden cases identical; earliest difference at generated token "
+                << (exact == cases ? -1 : earliest));
+    }
+}
+
+// GLASS_KERNELS forces a set; a name that is not a set, or a set this CPU cannot run, is refused
+// with the names of the sets it does run (and, for the second, the instructions it has).
+TEST_CASE("kernel sets: GLASS_KERNELS forces one, unknown or unavailable sets are refused by name") {
+    const std::vector<std::string> sets = all_sets();
+    REQUIRE(sets.front() == "portable");  // every CPU runs the reference
+    for (const std::string& set : sets) {
+        CAPTURE(set);
+        REQUIRE(setenv("GLASS_KERNELS", set.c_str(), 1) == 0);
+        CHECK(std::string(glass::fast::best_kernels().name) == set);
+        FastCpuSession fast(test::shipped(), FastOptions{.threads = 1, .weights = WeightType::fp32});
+        CHECK(std::string(fast.kernel_name()) == set);
+    }
+    REQUIRE(unsetenv("GLASS_KERNELS") == 0);
+    CHECK(std::string(glass::fast::best_kernels().name) == sets.back());  // the widest
+    CHECK_THROWS_WITH_AS(glass::fast::kernels_of("sse9"), doctest::Contains("unknown kernel set 'sse9'"), glass::Error);
+    for (const char* other : {"neon", "avx2", "avx512"}) {
+        if (std::find(sets.begin(), sets.end(), other) != sets.end()) continue;
+        CAPTURE(other);
+        REQUIRE(setenv("GLASS_KERNELS", other, 1) == 0);
+        const std::string forced = "GLASS_KERNELS=" + std::string(other);
+        CHECK_THROWS_WITH_AS(glass::fast::best_kernels(), doctest::Contains(forced.c_str()), glass::Error);
+        CHECK_THROWS_WITH_AS(glass::fast::kernels_of(other), doctest::Contains("kernel sets it runs: portable"),
+                             glass::Error);
+        FastOptions o{.threads = 1, .weights = WeightType::fp32};
+        o.kernels = other;
+        CHECK_THROWS_WITH_AS(FastCpuSession(test::shipped(), o), doctest::Contains("this CPU lacks"), glass::Error);
+    }
+    REQUIRE(unsetenv("GLASS_KERNELS") == 0);
+}
