@@ -115,7 +115,7 @@ TEST_CASE("greedy generation on the shipped model matches run.c's goldens (every
             const double top1 = g["top1_logits"][i].get<double>(), top2 = g["top2_logits"][i].get<double>();
             CHECK(top1 - top2 <= 2 * kernel_checks::weight_tolerance(type) * std::fabs(top1));
         }
-        MESSAGE(set << ", " << glass::fast::to_string(type) << " weights: " << exact << " of " << cases
+        MESSAGE(set << ", " << std::string(glass::fast::to_string(type)) << " weights: " << exact << " of " << cases
                 << " golden cases identical; earliest difference at generated token "
                 << (exact == cases ? -1 : earliest));
     }
