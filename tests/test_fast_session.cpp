@@ -150,3 +150,38 @@ TEST_CASE("kernel sets: GLASS_KERNELS forces one, unknown or unavailable sets ar
     }
     REQUIRE(unsetenv("GLASS_KERNELS") == 0);
 }
+
+TEST_CASE("work items: a small product still gives every thread items, a large one keeps them near 1 MB") {
+    using glass::fast::panels_per_item;
+    // A 768 × 768 Q4_0 matrix (stories110M's wq): 24 panels of 32 rows × 24 blocks × 18 B. By
+    // bytes alone it was one item of 24 panels, so one thread ran the product while the other
+    // waited; now 2 threads get 8 items of 3 panels.
+    const std::int64_t q4_panel = 32 * 24 * 18;
+    CHECK(panels_per_item(24, q4_panel, 2) == 3);
+    CHECK(panels_per_item(24, q4_panel, 1) == 6);  // 4 items for one thread too (claims are cheap)
+    CHECK(panels_per_item(3, q4_panel, 4) == 1);   // fewer panels than items: one panel each
+    // A 32000 × 768 fp32 classifier: 1000 panels of 96 KiB. Balance alone would take 125 panels
+    // (12 MB) per item; the 1 MB cap keeps 10.
+    const std::int64_t fp32_panel = 32 * 768 * 4;
+    CHECK(panels_per_item(1000, fp32_panel, 2) == 10);
+    CHECK(panels_per_item(1000, fp32_panel, 2) * fp32_panel <= std::int64_t{1} << 20);
+    CHECK(panels_per_item(10, std::int64_t{4} << 20, 2) == 1);  // a panel over 1 MB is still an item
+}
+
+TEST_CASE("logits do not depend on how the rows are shared: 1, 2 and 3 threads agree bit for bit (fp32, q4 int8)") {
+    const auto& model = test::shipped();
+    const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
+    for (const WeightType type : {WeightType::fp32, WeightType::q4_0}) {
+        CAPTURE(std::string(glass::fast::to_string(type)));
+        std::vector<std::vector<float>> runs;  // per thread count: prompt's logits, then one decode step's
+        for (int threads : {1, 2, 3}) {
+            FastCpuSession fast(model, {.threads = threads, .weights = type, .int8_activations = type == WeightType::q4_0});
+            std::vector<float> out;
+            for (float v : fast.prefill(prompt)) out.push_back(v);
+            for (float v : fast.decode(376)) out.push_back(v);
+            runs.push_back(std::move(out));
+        }
+        CHECK(runs[1] == runs[0]);
+        CHECK(runs[2] == runs[0]);
+    }
+}

@@ -182,10 +182,11 @@ public:
     }
 
     // The products listed, over n rows, the rows of W shared among the threads in items of
-    // about 1 MB of packed weights (a few panels); products listed together run in one parallel
-    // region and read the same x. The matrix–matrix kernel takes x regrouped into token tiles
-    // (token_tiles.hpp), once, shared by every thread. With `silu_gate`, products are [W1, W3]
-    // and each item also applies gate = act(gate) ⊙ up to its own rows, just computed in both.
+    // about 1 MB of packed weights, at least 4 per thread (panels_per_item, thread_pool.hpp);
+    // products listed together run in one parallel region and read the same x. The
+    // matrix–matrix kernel takes x regrouped into token tiles (token_tiles.hpp), once, shared by
+    // every thread. With `silu_gate`, products are [W1, W3] and each item also applies
+    // gate = act(gate) ⊙ up to its own rows, just computed in both.
     void run_products(std::span<const Product> products, int n, float* silu_gate = nullptr,
                       const float* silu_up = nullptr) {
         if (n > reserved_rows_) fail("fast products: ", n, " rows but room for ", reserved_rows_);
@@ -449,8 +450,8 @@ private:
         }
     }
 
-    static int panels_per_item(const PackedMatrix& w) {
-        return static_cast<int>(std::max<std::int64_t>(1, (std::int64_t{1} << 20) / w.panel_bytes()));
+    int panels_per_item(const PackedMatrix& w) const {
+        return fast::panels_per_item(w.panels(), w.panel_bytes(), pool_.size());
     }
 
     void pack_weights() {
