@@ -31,6 +31,7 @@ namespace {
 using json = nlohmann::json;
 using serve_test::ServerProcess;
 
+// Made once per test program; test::temp_dir removes it at exit.
 const std::string& chat_models_dir() {
     static const std::string dir = [] {
         const std::string d = test::temp_dir("chat_models");
@@ -42,13 +43,6 @@ const std::string& chat_models_dir() {
     }();
     return dir;
 }
-
-struct RemoveChatModels {
-    ~RemoveChatModels() {
-        std::error_code ignored;
-        std::filesystem::remove_all(test::temp_dir("chat_models"), ignored);
-    }
-} remove_chat_models_at_exit;
 
 std::string model(const std::string& name) { return chat_models_dir() + "/" + name; }
 std::string glass_cmd() { return test::bin_dir() + "/glass"; }

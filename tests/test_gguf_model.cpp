@@ -10,9 +10,8 @@
 
 namespace {
 
-std::string temp_path(const std::string& name) {
-    return "/tmp/glass_test_gguf_model_" + std::to_string(::getpid()) + "_" + name;
-}
+// A file in this program's temporary directory (removed at exit: test::temp_dir).
+std::string temp_path(const std::string& name) { return test::temp_dir("gguf_model") + "/" + name; }
 
 std::string read_all(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

@@ -132,11 +132,21 @@ inline std::string read_file(const std::string& path) {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// A fresh directory for one test's files, named by the tag and this process.
+// A fresh directory for one test's files, named by the tag and this process; removed, with
+// everything in it, when the test program exits (a crash leaves it behind to look at).
 inline std::string temp_dir(const std::string& tag) {
+    struct Made {
+        std::set<std::filesystem::path> dirs;
+        ~Made() {
+            std::error_code ignored;  // a file still open elsewhere must not turn exit into a throw
+            for (const auto& d : dirs) std::filesystem::remove_all(d, ignored);
+        }
+    };
+    static Made made;
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("glass_test_" + tag + "_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
+    made.dirs.insert(dir);
     return dir.string();
 }
 
