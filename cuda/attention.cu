@@ -18,9 +18,11 @@
 /// CudaSession and the paged pool of CudaPagedBackend run the same three kernels.
 ///
 /// Naive (attention_rows_naive, any rows; the version to read first): three kernels —
-///   1. scores [n_rows, n_heads, max_keys] = q_h · k_g(p) · scale for p <= pos(r), -inf after
+///   1. scores [n_rows, n_heads, max_keys] = q_h · k_g(p) · scale (soft-capped, Gemma 2) for the
+///      p a row sees, -inf for the others: after pos(r), and with a sliding window before
+///      pos(r) − window + 1
 ///   2. softmax over each row (softmax.cu)
-///   3. out = weights · V, one thread per output number, keys 0 .. pos(r) in order
+///   3. out = weights · V, one thread per output number, the keys it sees in order
 ///   Its scores are n_rows · n_heads · max_keys floats: 512 MB for 32 heads over 2,048 positions,
 ///   which is why fused "flash" attention exists.
 /// Per row (attention_rows; CudaSession's decode, the batch's per_row): one block per (row, head)
@@ -28,15 +30,16 @@
 ///   scores in a scratch row of max_keys floats), then split head_dim for the weighted sum
 ///   (coalesced reads of V rows).
 /// Flash per row (attention_rows_flash): one block of kFlashRowThreads (128) threads per (row,
-///   head), and no score ever goes to global memory. The block walks positions 0 .. pos(r) in
-///   tiles of 128 consecutive positions (tile t = positions 128t .. 128t + 127, each looked up
-///   through the locator, so a tile may span several pool blocks), keeping the online softmax
-///   state of glass/flash_attention.hpp — running max m, running sum l and the unnormalised
-///   output o[head_dim]:
-///     a. thread j: s[j] = q_h · k(128t + j) · scale                      (shared, 128 floats)
+///   head), and no score ever goes to global memory. The block walks the positions f .. pos(r) it
+///   sees (f = 0, or the start of its sliding window) in tiles of 128 consecutive positions (tile
+///   t = positions t0 .. t0 + 127 with t0 = f + 128t, each looked up through the locator, so a
+///   tile may span several pool blocks), keeping the online softmax state of
+///   glass/flash_attention.hpp — running max m, running sum l and the unnormalised output
+///   o[head_dim]:
+///     a. thread j: s[j] = q_h · k(t0 + j) · scale (soft-capped)          (shared, 128 floats)
 ///     b. every thread: m' = max(m, max_j s[j]), c = exp(m − m')            (0 on the first tile)
 ///     c. thread j: p[j] = exp(s[j] − m')                                  (shared, 128 floats)
-///     d. every thread: l = l · c + Σ_j p[j]; thread d: o[d] = o[d] · c + Σ_j p[j] · v(128t + j)[d]
+///     d. every thread: l = l · c + Σ_j p[j]; thread d: o[d] = o[d] · c + Σ_j p[j] · v(t0 + j)[d]
 ///   then out[r, h] = o / l. head_dim ≤ 256 (each thread owns output numbers d = tid, tid + 128).
 ///   Two barriers per tile; s, p and the tile's cache rows sit in separate shared arrays so that
 ///   a step never overwrites what a slower thread may still read.
@@ -48,7 +51,7 @@
 /// which keys a thread takes, and in which order the sums run, depend on pos(r) only. In the naive
 /// softmax the row is max_keys wide (the batch's longest), but the masked tail adds exact zeros
 /// to the sums and leaves the maximum alone, so the width changes nothing. In the flash kernel
-/// the tiles are fixed by pos(r) alone (multiples of 128 positions), every dot product runs
+/// the tiles are fixed by pos(r) and the window alone, every dot product runs
 /// d = 0 .. head_dim − 1 in one thread, and every thread sums the tile's maximum, l and its o[d]
 /// serially in position order.
 /// ```
@@ -61,7 +64,8 @@ namespace glass::cuda {
 // scores [n_rows, n_heads, width]; one thread per score.
 template <class Rows, class Locator>
 __global__ void attention_scores_kernel(const float* q, Rows keys, Locator loc, int n_rows, int n_heads,
-                                        int n_kv_heads, int head_dim, float scale, float* scores) {
+                                        int n_kv_heads, int head_dim, float scale, int window, float softcap,
+                                        float* scores) {
     const int width = loc.width();
     const std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
     if (idx >= std::int64_t{n_rows} * n_heads * width) return;
@@ -69,7 +73,9 @@ __global__ void attention_scores_kernel(const float* q, Rows keys, Locator loc, 
     const int h = static_cast<int>((idx / width) % n_heads);              // query head
     const int r = static_cast<int>(idx / (std::int64_t{width} * n_heads));  // row
     const int g = h / (n_heads / n_kv_heads);                             // its KV head
-    if (j > loc.position(r)) {  // causal mask: its future (and, in a batch, past its request's end)
+    const int pos = loc.position(r);
+    // causal mask: its future (and, in a batch, past its request's end); a window hides the far past
+    if (j > pos || j < first_visible_key(pos, window)) {
         scores[idx] = -INFINITY;
         return;
     }
@@ -77,13 +83,13 @@ __global__ void attention_scores_kernel(const float* q, Rows keys, Locator loc, 
     const auto k_row = keys.row(loc.key_row(r, j), g);
     float dot = 0.0f;
     for (int d = 0; d < head_dim; ++d) dot += q_row[d] * k_row[d];
-    scores[idx] = dot * scale;
+    scores[idx] = attention_score(dot, scale, softcap);
 }
 
 // out [n_rows, n_heads, head_dim]; one thread per output number, keys in order.
 template <class Rows, class Locator>
 __global__ void attention_values_kernel(const float* weights, Rows values, Locator loc, int n_rows, int n_heads,
-                                        int n_kv_heads, int head_dim, float* out) {
+                                        int n_kv_heads, int head_dim, int window, float* out) {
     const std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
     if (idx >= std::int64_t{n_rows} * n_heads * head_dim) return;
     const int d = static_cast<int>(idx % head_dim);
@@ -92,7 +98,8 @@ __global__ void attention_values_kernel(const float* weights, Rows values, Locat
     const int g = h / (n_heads / n_kv_heads);
     const float* w_row = weights + (std::int64_t{r} * n_heads + h) * loc.width();
     float sum = 0.0f;
-    for (int j = 0; j <= loc.position(r); ++j)  // masked weights are exactly 0: not read
+    const int pos = loc.position(r);
+    for (int j = first_visible_key(pos, window); j <= pos; ++j)  // masked weights are exactly 0: not read
         sum += w_row[j] * values.row(loc.key_row(r, j), g)[d];
     out[idx] = sum;
 }
@@ -125,11 +132,13 @@ void attention_rows_naive(const float* d_q, const KvRows& keys, const KvRows& va
     with_locator(rows, [&](auto loc) {
         with_kv_readers(keys, values, dims, [&](auto key_rows, auto value_rows) {
             attention_scores_kernel<<<grid_for(n_scores, 256), 256>>>(d_q, key_rows, loc, rows.n_rows, dims.n_heads,
-                                                                      dims.n_kv_heads, dims.head_dim, scale, d_scores);
+                                                                      dims.n_kv_heads, dims.head_dim, scale, dims.window,
+                                                                      dims.softcap, d_scores);
             CHECK_LAUNCH("attention_scores_kernel");
             softmax_rows(d_scores, rows.n_rows * dims.n_heads, rows.max_keys);
             attention_values_kernel<<<grid_for(n_out, 256), 256>>>(d_scores, value_rows, loc, rows.n_rows,
-                                                                   dims.n_heads, dims.n_kv_heads, dims.head_dim, d_out);
+                                                                   dims.n_heads, dims.n_kv_heads, dims.head_dim,
+                                                                   dims.window, d_out);
             CHECK_LAUNCH("attention_values_kernel");
         });
     });
@@ -143,11 +152,13 @@ constexpr int kRowThreads = 128;
 // memory: head_dim floats (the query).
 template <class Rows, class Locator>
 __global__ void attention_row_kernel(const float* q, Rows keys, Rows values, Locator loc, int n_heads, int n_kv_heads,
-                                     int head_dim, float scale, float* scores, float* out) {
+                                     int head_dim, float scale, int window, float softcap, float* scores, float* out) {
     extern __shared__ float q_head[];  // [head_dim]
     __shared__ float partials[32];
     const int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads, g = h / (n_heads / n_kv_heads);
-    const int n_k = loc.position(r) + 1;  // causal: positions 0 .. pos(r) of its own sequence
+    // causal: positions first .. pos(r) of its own sequence (first = 0 unless a window hides some)
+    const int first = first_visible_key(loc.position(r), window);
+    const int n_k = loc.position(r) + 1 - first;  // keys seen; s[j] and its value are position first + j
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x)
         q_head[d] = q[(std::int64_t{r} * n_heads + h) * head_dim + d];
     __syncthreads();
@@ -156,10 +167,10 @@ __global__ void attention_row_kernel(const float* q, Rows keys, Rows values, Loc
     float* s = scores + std::int64_t{blockIdx.x} * loc.width();
     float thread_max = -INFINITY;
     for (int j = threadIdx.x; j < n_k; j += blockDim.x) {
-        const auto k_row = keys.row(loc.key_row(r, j), g);
+        const auto k_row = keys.row(loc.key_row(r, first + j), g);
         float dot = 0.0f;
         for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
-        s[j] = dot * scale;
+        s[j] = attention_score(dot, scale, softcap);
         thread_max = fmaxf(thread_max, s[j]);
     }
 
@@ -169,7 +180,7 @@ __global__ void attention_row_kernel(const float* q, Rows keys, Rows values, Loc
     // 3. weighted sum of values: thread d owns output number d (loop if head_dim > threads).
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
         float acc = 0.0f;
-        for (int j = 0; j < n_k; ++j) acc += s[j] * values.row(loc.key_row(r, j), g)[d];
+        for (int j = 0; j < n_k; ++j) acc += s[j] * values.row(loc.key_row(r, first + j), g)[d];
         out[(std::int64_t{r} * n_heads + h) * head_dim + d] = acc / sum;
     }
 }
@@ -185,7 +196,8 @@ void attention_rows(const float* d_q, const KvRows& keys, const KvRows& values, 
     with_locator(rows, [&](auto loc) {
         with_kv_readers(keys, values, dims, [&](auto key_rows, auto value_rows) {
             attention_row_kernel<<<grid_for(blocks, 1), kRowThreads, shared_bytes>>>(
-                d_q, key_rows, value_rows, loc, dims.n_heads, dims.n_kv_heads, dims.head_dim, scale, d_scores, d_out);
+                d_q, key_rows, value_rows, loc, dims.n_heads, dims.n_kv_heads, dims.head_dim, scale, dims.window,
+                dims.softcap, d_scores, d_out);
             CHECK_LAUNCH("attention_row_kernel");
         });
     });
@@ -201,13 +213,15 @@ constexpr int kFlashRowOutPerThread = kFlashRowMaxHeadDim / kFlashRowThreads;  /
 // threads; dynamic shared memory: head_dim floats (the query).
 template <class Rows, class Locator>
 __global__ void attention_row_flash_kernel(const float* q, Rows keys, Rows values, Locator loc, int n_heads,
-                                           int n_kv_heads, int head_dim, float scale, float* out) {
+                                           int n_kv_heads, int head_dim, float scale, int window, float softcap,
+                                           float* out) {
     extern __shared__ float q_head[];  // [head_dim]
     __shared__ float s[kFlashRowThreads];                  // the tile's scores
     __shared__ float p[kFlashRowThreads];                  // exp(s[j] - m'), written in step c
     __shared__ std::int64_t key_rows[kFlashRowThreads];    // the tile's cache rows, written in step c
     const int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads, g = h / (n_heads / n_kv_heads);
-    const int n_k = loc.position(r) + 1;  // causal: positions 0 .. pos(r) of its own sequence
+    const int n_k = loc.position(r) + 1;  // causal: positions first .. pos(r) of its own sequence
+    const int first = first_visible_key(loc.position(r), window);
     const int tid = threadIdx.x;
     for (int d = tid; d < head_dim; d += blockDim.x) q_head[d] = q[(std::int64_t{r} * n_heads + h) * head_dim + d];
     __syncthreads();
@@ -218,7 +232,7 @@ __global__ void attention_row_flash_kernel(const float* q, Rows keys, Rows value
     float o[kFlashRowOutPerThread];
     for (int i = 0; i < kFlashRowOutPerThread; ++i) o[i] = 0.0f;
 
-    for (int j0 = 0; j0 < n_k; j0 += kFlashRowThreads) {  // positions j0 .. j0 + cols - 1
+    for (int j0 = first; j0 < n_k; j0 += kFlashRowThreads) {  // positions j0 .. j0 + cols - 1
         const int cols = min(kFlashRowThreads, n_k - j0);
         // a. thread tid scores position j0 + tid (the next tile's a runs after this tile's c barrier,
         //    so no thread still reads s then).
@@ -228,7 +242,7 @@ __global__ void attention_row_flash_kernel(const float* q, Rows keys, Rows value
             const auto k_row = keys.row(my_row, g);
             float dot = 0.0f;
             for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
-            s[tid] = dot * scale;
+            s[tid] = attention_score(dot, scale, softcap);
         }
         __syncthreads();
         // b. the new running max and the correction of what was summed so far.
@@ -273,7 +287,8 @@ void attention_rows_flash(const float* d_q, const KvRows& keys, const KvRows& va
     with_locator(rows, [&](auto loc) {
         with_kv_readers(keys, values, dims, [&](auto key_rows, auto value_rows) {
             attention_row_flash_kernel<<<grid_for(blocks, 1), kFlashRowThreads, shared_bytes>>>(
-                d_q, key_rows, value_rows, loc, dims.n_heads, dims.n_kv_heads, dims.head_dim, scale, d_out);
+                d_q, key_rows, value_rows, loc, dims.n_heads, dims.n_kv_heads, dims.head_dim, scale, dims.window,
+                dims.softcap, d_out);
             CHECK_LAUNCH("attention_row_flash_kernel");
         });
     });

@@ -95,6 +95,19 @@ __device__ __forceinline__ float block_exp_sum(float* s, int n, float thread_max
     return block_sum(sum, shared);
 }
 
+// ---- Attention's rules (AttentionDims: glass/attention.hpp's arithmetic) ----------------------
+// One score from its dot product q·k: times the scale, then with a soft-cap (Gemma 2) squeezed
+// into (−cap, cap) by cap · tanh(s / cap).
+__device__ __forceinline__ float attention_score(float dot, float scale, float softcap) {
+    const float s = dot * scale;
+    return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
+}
+// The first position a query at `position` sees: 0, or with a sliding window the window − 1
+// positions before its own (a local layer of Mistral or Gemma).
+__device__ __forceinline__ int first_visible_key(int position, int window) {
+    return window > 0 && position - window + 1 > 0 ? position - window + 1 : 0;
+}
+
 // ---- Cached K/V rows, fp32 or int8 -------------------------------------------------------------
 // An attention kernel is written once, as a template over its Rows type, and reads key (or value)
 // j of KV head g as `rows.row(j, g)[d]`. Rows are [n, n_kv_heads * head_dim]; int8 rows carry one

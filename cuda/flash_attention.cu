@@ -9,7 +9,8 @@
 /// row. The block walks the keys in tiles of tile_k; all its threads copy the tile's K and V rows
 /// into shared memory, then each thread updates its own row's running max m, sum l and
 /// unnormalised output O (head_dim numbers, in registers/local memory) with the online softmax.
-/// Key tiles after the block's last visible position are never loaded. One score tile per
+/// Key tiles after the block's last visible position, or (sliding window) before the first
+/// position its first row sees, are never loaded. One score tile per
 /// thread row (tile_k floats) is all the score storage there is.
 ///
 /// Split-K decode (one query over a long cache): a single block per head would walk all n_k keys
@@ -17,7 +18,8 @@
 /// keys of its chunk to a partial (m_s, l_s, O_s), written to a small scratch
 /// [heads, splits, head_dim + 2]; a second kernel combines the partials of each head:
 ///   M = max_s m_s,  L = Σ_s l_s · exp(m_s − M),  out = Σ_s O_s · exp(m_s − M) / L
-/// (a split with no keys has l_s = 0 and m_s = −inf and contributes nothing). n_k may be an IntArg
+/// (a split with no keys has l_s = 0 and m_s = −inf and contributes nothing; with a sliding window
+/// the splits before the window's start have none). n_k may be an IntArg
 /// read on the device (the decode graph): the grid is then sized for max_n_k keys and the splits
 /// past the n_k it reads are empty.
 ///
@@ -54,7 +56,8 @@ void check_flash_dims(const AttentionDims& s, int n_q, int n_k) {
 // grid (ceil(n_q / kFlashRows), n_heads), block kFlashRows; dynamic shared memory: 2 · tile_k · head_dim floats.
 template <class Rows>
 __global__ void flash_attention_kernel(const float* q, Rows keys, Rows values, int n_q, int start_pos,
-                                       int n_heads, int n_kv_heads, int head_dim, int tile_k, float scale, float* out) {
+                                       int n_heads, int n_kv_heads, int head_dim, int tile_k, float scale, int window,
+                                       float softcap, float* out) {
     extern __shared__ float kv_tile[];  // [tile_k, head_dim] of K, then the same of V
     float* k_tile = kv_tile;
     float* v_tile = kv_tile + tile_k * head_dim;
@@ -64,6 +67,9 @@ __global__ void flash_attention_kernel(const float* q, Rows keys, Rows values, i
     const int n_k = start_pos + n_q;
     const int block_rows_end = static_cast<int>((blockIdx.x + 1) * blockDim.x);  // one past the block's last row
     const int block_last = min(start_pos + block_rows_end, n_k) - 1;               // the last key it may see
+    // The first key any of its rows sees (its first row's window start); the row's own first key.
+    const int block_first = first_visible_key(start_pos + static_cast<int>(blockIdx.x * blockDim.x), window);
+    const int row_first = first_visible_key(start_pos + i, window);
 
     float q_row[kFlashMaxHeadDim], o[kFlashMaxHeadDim], s[kFlashMaxTileK];
     float m = -INFINITY, l = 0.0f;
@@ -71,7 +77,7 @@ __global__ void flash_attention_kernel(const float* q, Rows keys, Rows values, i
         q_row[d] = active ? q[std::int64_t{i} * n_heads * head_dim + std::int64_t{h} * head_dim + d] : 0.0f;
         o[d] = 0.0f;
     }
-    for (int j0 = 0; j0 <= block_last; j0 += tile_k) {
+    for (int j0 = block_first; j0 <= block_last; j0 += tile_k) {
         const int cols = min(tile_k, n_k - j0);
         for (int idx = threadIdx.x; idx < cols * head_dim; idx += blockDim.x) {  // the whole block loads
             const int j = j0 + idx / head_dim, d = idx % head_dim;
@@ -79,20 +85,22 @@ __global__ void flash_attention_kernel(const float* q, Rows keys, Rows values, i
             v_tile[idx] = values.row(j, g)[d];
         }
         __syncthreads();
-        const int seen = active ? min(cols, start_pos + i + 1 - j0) : 0;  // keys of this tile the row may see
-        if (seen > 0) {
+        // keys lo .. seen - 1 of this tile are the ones the row sees (window start .. its own position)
+        const int lo = active ? max(0, row_first - j0) : 0;
+        const int seen = active ? min(cols, start_pos + i + 1 - j0) : 0;
+        if (seen > lo) {
             float tile_max = -INFINITY;
-            for (int j = 0; j < seen; ++j) {
+            for (int j = lo; j < seen; ++j) {
                 float dot = 0.0f;
                 for (int d = 0; d < head_dim; ++d) dot += q_row[d] * k_tile[j * head_dim + d];
-                s[j] = dot * scale;
+                s[j] = attention_score(dot, scale, softcap);
                 tile_max = fmaxf(tile_max, s[j]);
             }
             const float m_new = fmaxf(m, tile_max);
             const float correction = expf(m - m_new);  // 0 on the row's first tile (m = -inf)
             l *= correction;
             for (int d = 0; d < head_dim; ++d) o[d] *= correction;
-            for (int j = 0; j < seen; ++j) {
+            for (int j = lo; j < seen; ++j) {
                 const float p = expf(s[j] - m_new);
                 l += p;
                 for (int d = 0; d < head_dim; ++d) o[d] += p * v_tile[j * head_dim + d];
@@ -113,7 +121,8 @@ static void flash_attention_launch(const float* d_q, Rows d_keys, Rows d_values,
     const std::size_t shared_bytes = 2 * static_cast<std::size_t>(tile_k) * dims.head_dim * sizeof(float);
     const dim3 grid(static_cast<unsigned>((n_q + kFlashRows - 1) / kFlashRows), static_cast<unsigned>(dims.n_heads));
     flash_attention_kernel<<<grid, kFlashRows, shared_bytes>>>(d_q, d_keys, d_values, n_q, start_pos, dims.n_heads,
-                                                               dims.n_kv_heads, dims.head_dim, tile_k, scale, d_out);
+                                                               dims.n_kv_heads, dims.head_dim, tile_k, scale,
+                                                               dims.window, dims.softcap, d_out);
     CHECK_LAUNCH("flash_attention_kernel");
 }
 
@@ -136,15 +145,18 @@ void flash_attention(const float* d_q, const float* d_keys, const float* d_value
 // grid (splits, n_heads), block kSplitThreads; dynamic shared memory: head_dim + chunk floats.
 // partial [n_heads, splits, head_dim + 2]: O_s (head_dim numbers), then m_s, then l_s.
 template <class Rows>
-__global__ void flash_decode_partial_kernel(const float* q, Rows keys, Rows values, IntArg n_keys, int n_heads, int n_kv_heads, int head_dim, int chunk, float scale,
-                                            float* partial) {
+__global__ void flash_decode_partial_kernel(const float* q, Rows keys, Rows values, IntArg n_keys, int n_heads,
+                                            int n_kv_heads, int head_dim, int chunk, float scale, int window,
+                                            float softcap, float* partial) {
     extern __shared__ float shared[];  // q_head [head_dim], then the chunk's scores [chunk]
     __shared__ float reduce[32];
     float* q_head = shared;
     float* s = shared + head_dim;
     const int split = blockIdx.x, h = blockIdx.y, g = h / (n_heads / n_kv_heads);
     const int n_k = value_of(n_keys);  // from device memory under the decode graph
-    const int j0 = split * chunk, cols = max(0, min(chunk, n_k - j0));
+    // Its chunk's keys that the query (position n_k − 1) sees: from j0, past its window's start.
+    const int j0 = max(split * chunk, first_visible_key(n_k - 1, window));
+    const int cols = max(0, min(split * chunk + chunk, n_k) - j0);
     float* mine = partial + (std::int64_t{h} * gridDim.x + split) * (head_dim + 2);
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_head[d] = q[std::int64_t{h} * head_dim + d];
     __syncthreads();
@@ -154,7 +166,7 @@ __global__ void flash_decode_partial_kernel(const float* q, Rows keys, Rows valu
         const auto k_row = keys.row(j0 + j, g);
         float dot = 0.0f;
         for (int d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
-        s[j] = dot * scale;
+        s[j] = attention_score(dot, scale, softcap);
         thread_max = fmaxf(thread_max, s[j]);
     }
     const float m = block_max(thread_max, reduce);  // -inf when the chunk has no keys
@@ -202,7 +214,8 @@ static void flash_decode_launch(const float* d_q, Rows d_keys, Rows d_values, In
     const std::size_t shared_bytes = (static_cast<std::size_t>(dims.head_dim) + chunk) * sizeof(float);
     flash_decode_partial_kernel<<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(dims.n_heads)),
                                   kSplitThreads, shared_bytes>>>(d_q, d_keys, d_values, n_k, dims.n_heads,
-                                                                 dims.n_kv_heads, dims.head_dim, chunk, scale, d_partial);
+                                                                 dims.n_kv_heads, dims.head_dim, chunk, scale,
+                                                                 dims.window, dims.softcap, d_partial);
     CHECK_LAUNCH("flash_decode_partial_kernel");
     flash_decode_combine_kernel<<<static_cast<unsigned>(dims.n_heads), 128>>>(d_partial, splits, dims.head_dim, d_out);
     CHECK_LAUNCH("flash_decode_combine_kernel");

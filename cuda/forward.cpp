@@ -10,14 +10,38 @@
 
 namespace glass::cuda {
 
-DeviceBuffer rope_frequencies(int head_dim, float theta) {
+// The frequencies of apply_rope (glass/rope.hpp), by its own two functions.
+static std::vector<float> host_rope_frequencies(int head_dim, float theta, const RopeScaling& scaling) {
     std::vector<float> f(static_cast<std::size_t>(head_dim / 2));
-    for (int i = 0; i < head_dim / 2; ++i) f[static_cast<std::size_t>(i)] = rope_frequency(i, head_dim, theta);
-    return to_device(std::span<const float>(f));
+    for (int i = 0; i < head_dim / 2; ++i)
+        f[static_cast<std::size_t>(i)] = rope_scaled_frequency(rope_frequency(i, head_dim, theta), scaling, i);
+    return f;
+}
+
+DeviceBuffer rope_frequencies(int head_dim, float theta, const RopeScaling& scaling) {
+    return to_device(std::span<const float>(host_rope_frequencies(head_dim, theta, scaling)));
 }
 
 static DeviceBuffer upload_vector(const float* host, int n) {
     return to_device(std::span<const float>(host, static_cast<std::size_t>(n)));
+}
+
+// A norm gain as the device multiplies by it: offset + w, the fp32 sum the CPU's rmsnorm forms
+// (glass/rmsnorm.hpp), so the product that follows is the same. Empty for a tensor the model lacks.
+static DeviceBuffer upload_gain(const ConstVectorMap& w, float offset) {
+    if (w.size() == 0) return {};
+    std::vector<float> g(static_cast<std::size_t>(w.size()));
+    for (Eigen::Index i = 0; i < w.size(); ++i) g[static_cast<std::size_t>(i)] = offset + w(i);
+    return to_device(std::span<const float>(g));
+}
+
+// A bias as stored; empty when the model has none.
+static DeviceBuffer upload_optional(const ConstVectorMap& v) {
+    return v.size() == 0 ? DeviceBuffer{} : upload_vector(v.data(), static_cast<int>(v.size()));
+}
+
+AttentionDims attention_dims(const ModelConfig& c, int layer) {
+    return {c.n_heads, c.n_kv_heads, c.head_dim, c.window_of_layer(layer), c.attn_logit_softcap};
 }
 
 static OwnedMatrix upload_weights(const ConstMatrixMap& m, WeightType type) {
@@ -34,12 +58,31 @@ const ModelConfig& require_device(const ModelConfig& c) {
 
 DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
     const ModelConfig& c = model.config;
-    require_llama2_architecture(c, "the CUDA path");
     require_fp32_weights(model, "the CUDA path");
-    for (const LayerWeights& w : model.layers) {
+    const float offset = c.norm_weight_offset;
+    std::vector<std::vector<float>> tables;  // the frequencies of each distinct RoPE table
+    for (int index = 0; index < c.n_layers; ++index) {
+        const LayerWeights& w = model.layers[static_cast<std::size_t>(index)];
         Layer l;
-        l.rms_att = upload_vector(w.rms_att.data(), c.dim);
-        l.rms_ffn = upload_vector(w.rms_ffn.data(), c.dim);
+        l.rms_att = upload_gain(w.rms_att, offset);
+        l.rms_ffn = upload_gain(w.rms_ffn, offset);
+        l.bq = upload_optional(w.bq);
+        l.bk = upload_optional(w.bk);
+        l.bv = upload_optional(w.bv);
+        l.q_norm = upload_gain(w.q_norm, offset);
+        l.k_norm = upload_gain(w.k_norm, offset);
+        l.post_att = upload_gain(w.post_attention_norm, offset);
+        l.post_mlp = upload_gain(w.post_mlp_norm, offset);
+        // Norms go by the config's flags (as in the reference); a bias is added where it exists.
+        if ((c.qk_norm && (!l.q_norm.data() || !l.k_norm.data())) ||
+            (c.sandwich_norms && (!l.post_att.data() || !l.post_mlp.data())))
+            fail("the CUDA path: layer ", index, " lacks a norm gain its config asks for",
+                 c.qk_norm ? " (qk_norm: q_norm, k_norm)" : "", c.sandwich_norms ? " (sandwich_norms: post-attention, post-MLP)" : "");
+        const std::vector<float> f =
+            host_rope_frequencies(c.head_dim, c.rope_theta_of_layer(index), c.rope_scaling_of_layer(index));
+        const auto same = std::find(tables.begin(), tables.end(), f);
+        l.rope_table = static_cast<int>(same - tables.begin());
+        if (same == tables.end()) tables.push_back(f);
         l.wq = upload_weights(w.wq, type);
         l.wk = upload_weights(w.wk, type);
         l.wv = upload_weights(w.wv, type);
@@ -59,14 +102,19 @@ DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
         classifier_own = upload_weights(model.output_classifier(), type);
         classifier = classifier_own.view;
     }
-    rms_final = upload_vector(model.rms_final, c.dim);
-    frequencies = rope_frequencies(c.head_dim, c.rope_theta);
+    rms_final = upload_gain(model.final_norm(), offset);
+    for (const std::vector<float>& f : tables) rope_tables.push_back(to_device(std::span<const float>(f)));
     // Bytes read per forward pass: every layer's matrices and the classifier as stored (scales
-    // included), the fp32 norm gains; of the embedding table one row, which glass::Model's
-    // weight_bytes leaves out too.
-    bytes_per_forward = 4 * (std::int64_t{c.n_layers} * 2 * c.dim + c.dim) + matrix_bytes(classifier);
-    for (const Layer& l : layers)
-        for (const OwnedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) bytes_per_forward += matrix_bytes(m->view);
+    // included), the fp32 norm gains and biases; of the embedding table one row, which
+    // glass::Model's weight_bytes leaves out too.
+    bytes_per_forward = static_cast<std::int64_t>(rms_final.bytes()) + matrix_bytes(classifier);
+    for (const Layer& l : layers) {
+        for (const OwnedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3})
+            bytes_per_forward += matrix_bytes(m->view);
+        for (const DeviceBuffer* v :
+             {&l.rms_att, &l.rms_ffn, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.post_att, &l.post_mlp})
+            bytes_per_forward += static_cast<std::int64_t>(v->bytes());
+    }
     synchronize("weight upload");
 }
 
@@ -100,7 +148,9 @@ void DeviceForward::reserve(int n_rows, std::int64_t score_floats) {
 void DeviceForward::enqueue_layers(MatmulKernel mm, const int* d_ids, const RowPlacement& rows, const Attend& attend) {
     const int n = rows.n_rows;
     if (n < 1 || n > rows_) fail("DeviceForward: ", n, " rows, activations reserved for ", rows_);
+    const std::int64_t stream = std::int64_t{n} * c_.dim;  // numbers in x [n, dim]
     embedding(w_.embedding.view, d_ids, n, x_.f32());  // [n, dim]
+    if (c_.embedding_scale != 1.0f) scale_values(x_.f32(), stream, c_.embedding_scale);  // Gemma: × √dim
     for (int l = 0; l < c_.n_layers; ++l) {
         const DeviceWeights::Layer& w = w_.layers[static_cast<std::size_t>(l)];
         // Attention half: queries, keys and values of every row, rotated by each row's position.
@@ -108,22 +158,41 @@ void DeviceForward::enqueue_layers(MatmulKernel mm, const int* d_ids, const RowP
         matmul(mm, xn_.f32(), n, w.wq.view, q_.f32());  // [n, q_dim]
         matmul(mm, xn_.f32(), n, w.wk.view, k_.f32());  // [n, kv_dim]
         matmul(mm, xn_.f32(), n, w.wv.view, v_.f32());  // [n, kv_dim]
-        rope_rows(q_.f32(), c_.n_heads, c_.head_dim, rows, w_.frequencies.f32(), c_.rope_layout);
-        rope_rows(k_.f32(), c_.n_kv_heads, c_.head_dim, rows, w_.frequencies.f32(), c_.rope_layout);
+        if (w.bq.data()) add_bias_rows(q_.f32(), w.bq.f32(), n, c_.q_dim());  // Qwen2
+        if (w.bk.data()) add_bias_rows(k_.f32(), w.bk.f32(), n, c_.kv_dim());
+        if (w.bv.data()) add_bias_rows(v_.f32(), w.bv.f32(), n, c_.kv_dim());
+        if (c_.qk_norm) {  // Qwen3, Gemma 3: every head of q and k normed on its own, in place
+            rmsnorm(q_.f32(), w.q_norm.f32(), n * c_.n_heads, c_.head_dim, c_.norm_eps, q_.f32());
+            rmsnorm(k_.f32(), w.k_norm.f32(), n * c_.n_kv_heads, c_.head_dim, c_.norm_eps, k_.f32());
+        }
+        const float* frequencies = w_.rope_tables[static_cast<std::size_t>(w.rope_table)].f32();
+        rope_rows(q_.f32(), c_.n_heads, c_.head_dim, rows, frequencies, c_.rope_layout);
+        rope_rows(k_.f32(), c_.n_kv_heads, c_.head_dim, rows, frequencies, c_.rope_layout);
         attend(l);  // k, v into the cache or pool; att = attention over it
         matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
-        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c_.dim);
+        add_to_stream(tmp_.f32(), c_.sandwich_norms ? w.post_att.f32() : nullptr, n);
         // MLP half.
         rmsnorm(x_.f32(), w.rms_ffn.f32(), n, c_.dim, c_.norm_eps, xn_.f32());
-        mlp(mm, xn_.f32(), n, w.w1.view, w.w2.view, w.w3.view, gate_.f32(), up_.f32(), tmp_.f32());
-        residual_add(x_.f32(), tmp_.f32(), std::int64_t{n} * c_.dim);
+        mlp(mm, xn_.f32(), n, w.w1.view, w.w2.view, w.w3.view, gate_.f32(), up_.f32(), tmp_.f32(), c_.mlp_activation);
+        add_to_stream(tmp_.f32(), c_.sandwich_norms ? w.post_mlp.f32() : nullptr, n);
     }
+}
+
+// x += y [n, dim]; given a sandwich norm's gain (Gemma 2, 3), y is normed first, into xn.
+void DeviceForward::add_to_stream(const float* y, const float* sandwich_gain, int n) {
+    if (sandwich_gain) {
+        rmsnorm(y, sandwich_gain, n, c_.dim, c_.norm_eps, xn_.f32());
+        y = xn_.f32();
+    }
+    residual_add(x_.f32(), y, std::int64_t{n} * c_.dim);
 }
 
 void DeviceForward::enqueue_logits(MatmulKernel mm, const float* d_rows, int n, float* d_logits) {
     if (n < 1 || n > rows_) fail("DeviceForward: logits of ", n, " rows, activations reserved for ", rows_);
     rmsnorm(d_rows, w_.rms_final.f32(), n, c_.dim, c_.norm_eps, xn_.f32());
     matmul(mm, xn_.f32(), n, w_.classifier, d_logits);  // [n, vocab]
+    if (c_.final_logit_softcap > 0.0f)  // Gemma 2
+        soft_cap(d_logits, std::int64_t{n} * c_.vocab_size, c_.final_logit_softcap);
 }
 
 }  // namespace glass::cuda

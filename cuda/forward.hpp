@@ -5,17 +5,23 @@
 /// CudaPagedBackend (a serving batch, a paged pool: paged.cpp). Plain C++, like glass_cuda.hpp.
 /// ```text
 /// The forward pass of glass/transformer.hpp, stage by stage on the device:
-///   x = embedding rows of ids                                      [n, dim]
+///   x = embedding rows of ids (× embedding_scale: Gemma)           [n, dim]
 ///   per layer:
 ///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ             [n, q_dim], [n, kv_dim] ×2
-///     rope_rows(q), rope_rows(k)          row r at its position (RowPlacement, glass_cuda.hpp)
+///     (+ bq, bk, bv: Qwen2)  (each head of q, k rmsnormed: Qwen3, Gemma 3)
+///     rope_rows(q), rope_rows(k)          row r at its position (RowPlacement, glass_cuda.hpp),
+///                                         by the layer's frequency table (Gemma 3: two bases)
 ///     attend(layer)                       the owner stores k, v in its cache or pool and writes
-///                                         att [n, q_dim] with the attention it chose
-///     x += att Woᵀ
-///     x += mlp(rmsnorm(x))
+///                                         att [n, q_dim] with the attention it chose, under the
+///                                         layer's rules (attention_dims: window, soft-cap)
+///     x += att Woᵀ                        (normed first with sandwich norms: Gemma 2, 3)
+///     x += mlp(rmsnorm(x))                SiLU or GELU-tanh gate (normed first likewise)
 ///   logits(rows) = rmsnorm(rows) Wclsᵀ                             [rows, vocab]
+///     (then cap · tanh(logits / cap): Gemma 2)
 /// What differs between the two owners is only where K and V live and which attention kernel
 /// reads them; the attend callback is that difference, and nothing else is written twice.
+/// Norm gains are uploaded with the config's offset already added (Gemma's x·(1+w)): the CPU
+/// computes offset + w in fp32 too, so the device holds the very gain the reference multiplies by.
 /// ```
 #pragma once
 
@@ -28,20 +34,31 @@
 namespace glass::cuda {
 
 // A model's weights in device memory, uploaded once (forward.cpp); CudaSession and
-// CudaPagedBackend each hold one. Matrices are stored as `type`; norm gains stay fp32.
+// CudaPagedBackend each hold one. Matrices are stored as `type`; norm gains and biases stay fp32.
 struct DeviceWeights {
     struct Layer {
-        DeviceBuffer rms_att, rms_ffn;          // [dim] fp32
+        DeviceBuffer rms_att, rms_ffn;          // [dim] fp32, norm_weight_offset added
         OwnedMatrix wq, wk, wv, wo, w1, w2, w3;  // as in glass::LayerWeights
+        // The family deltas' tensors; empty (data() null) where the model has none.
+        DeviceBuffer bq, bk, bv;                // [q_dim], [kv_dim], [kv_dim] (Qwen2)
+        DeviceBuffer q_norm, k_norm;            // [head_dim] per-head gains (Qwen3, Gemma 3)
+        DeviceBuffer post_att, post_mlp;        // [dim] sandwich norms (Gemma 2, 3)
+        int rope_table = 0;                     // index into rope_tables
     };
     DeviceWeights(const Model& model, WeightType type);
     std::vector<Layer> layers;
     OwnedMatrix embedding, classifier_own;  // classifier_own only when not shared
     DeviceMatrix classifier;                // = embedding.view when shared
     DeviceBuffer rms_final;                 // [dim]
-    DeviceBuffer frequencies;               // [head_dim / 2], rope_frequencies()
+    // RoPE frequencies [head_dim / 2], one table per distinct (base, scaling) among the layers
+    // (rope_theta_of_layer, rope_scaling_of_layer): one for most models, two for Gemma 3.
+    std::vector<DeviceBuffer> rope_tables;
     std::int64_t bytes_per_forward = 0;     // weight bytes one forward pass reads, at this width
 };
+
+// Layer `layer`'s attention rules: head counts, its sliding window (0: none) and the score
+// soft-cap (0: none), as glass::attention_shape_of_layer gives them to the CPU.
+AttentionDims attention_dims(const ModelConfig& c, int layer);
 
 // One forward pass's device work and the activations it runs through. Queues launches only:
 // nothing here waits for the GPU, so a caller can record it into a graph.
@@ -73,6 +90,7 @@ public:
     float* scores() const { return scores_.f32(); }
 
 private:
+    void add_to_stream(const float* y, const float* sandwich_gain, int n);  // x += y, normed first if given
     const ModelConfig& c_;
     const DeviceWeights& w_;
     int rows_ = 0;

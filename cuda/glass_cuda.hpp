@@ -15,7 +15,8 @@
 ///   flash_attention     flash_attention  flash_attention(), flash_decode()  flash_attention.cu
 ///   quantized_matmul    quantize.hpp     quantized_matmul_naive(), quantized_matmul()  quantize.cu
 ///   ggml_to_float + x·Wᵀ ggml_quants.hpp kquant_matmul_naive(), kquant_matmul()  kquants.cu
-///   swiglu_mlp          mlp.hpp          swiglu(), mlp(); residual_add()   mlp.cu
+///   gated_mlp           mlp.hpp          swiglu(), geglu(), mlp(); residual_add()   mlp.cu
+///   project's bias, embedding scale, soft-caps   add_bias_rows(), scale_values(), soft_cap()   mlp.cu
 ///   sample              sampling.hpp     DeviceSampler                     sampling.cu
 ///   KVCache             kv_cache.hpp     DeviceKVCache, kv_write()         kv_cache.cpp, .cu
 ///   quantize_kv_row     kv_cache.hpp     kv_write_int8() (KvType::int8)    kv_cache.cu
@@ -209,7 +210,8 @@ std::int64_t matrix_bytes(const DeviceMatrix& w);  // bytes of its values as sto
 // becomes NaN.
 void embedding(const DeviceMatrix& table, const int* d_ids, int n_tokens, float* d_out);
 
-// rmsnorm.cu — y [n_tokens, dim] = gain ⊙ x / sqrt(mean(x²) + eps), row by row.
+// rmsnorm.cu — y [n_tokens, dim] = gain ⊙ x / sqrt(mean(x²) + eps), row by row; y may be x.
+// Per-head norms (Qwen3, Gemma 3) are the same call over n · heads rows of head_dim.
 void rmsnorm_naive(const float* d_x, const float* d_gain, int n_tokens, int dim, float eps, float* d_y);
 void rmsnorm(const float* d_x, const float* d_gain, int n_tokens, int dim, float eps, float* d_y);
 
@@ -256,11 +258,12 @@ struct RowPlacement {
 };
 
 // rope.cu — rotate x [n_rows, n_heads * head_dim] in place, row r by its position (RowPlacement).
-// d_frequencies [head_dim / 2] holds glass::rope_frequency(i, head_dim, theta), computed on the
-// host by the same function the CPU uses, so both sides rotate by bit-identical angles.
+// d_frequencies [head_dim / 2] holds glass::rope_scaled_frequency(rope_frequency(i, head_dim,
+// theta), scaling, i), computed on the host by the same functions the CPU uses, so both sides
+// rotate by bit-identical angles.
 void rope_rows(float* d_x, int n_heads, int head_dim, const RowPlacement& rows, const float* d_frequencies,
                RopeLayout layout);
-DeviceBuffer rope_frequencies(int head_dim, float theta);
+DeviceBuffer rope_frequencies(int head_dim, float theta, const RopeScaling& scaling = {});
 // The two placements spelled out: rows of one sequence from start_pos; rows at d_positions[t].
 void rope(float* d_x, int n_tokens, int n_heads, int head_dim, IntArg start_pos,
           const float* d_frequencies, RopeLayout layout);
@@ -287,11 +290,15 @@ void softmax_rows(float* d_x, int rows, int n);
 
 // attention.cu — see glass/attention.hpp for the maths. q [n_q, n_heads * head_dim] (rotated),
 // keys/values [n_k, n_kv_heads * head_dim] with n_k = start_pos + n_q; out [n_q, n_heads*head_dim].
-// Query head h reads KV head h / (n_heads / n_kv_heads).
+// Query head h reads KV head h / (n_heads / n_kv_heads). Every score is s = q·k · scale, then
+// with a soft-cap (Gemma 2) cap · tanh(s / cap); a query at position p sees keys 0 .. p, or with
+// a window (Mistral; Gemma's local layers) only p − window + 1 .. p (glass/attention.hpp).
 struct AttentionDims {
     int n_heads;
     int n_kv_heads;
     int head_dim;
+    int window = 0;        // keys a query sees, itself included; 0 = every earlier position
+    float softcap = 0.0f;  // scores -> softcap · tanh(scores / softcap); 0 = off
 };
 // The keys (or values) an attention kernel reads: one layer's cache rows [n_k, n_kv_heads * head_dim]
 // (or a pool's, paged.hpp) in device memory, as fp32, or as int8 with one fp32 scale per (row, KV
@@ -401,12 +408,22 @@ void kquant_matmul_naive(const float* d_x, int n, const DeviceKQuantMatrix& w, f
 void kquant_matmul(const float* d_x, int n, const DeviceKQuantMatrix& w, float* d_y);        // warp per row
 DeviceKQuantMatrix kquant_view(const DeviceMatrix& w);  // a q4_k/q5_k/q6_k DeviceMatrix as the kernels take it
 
-// mlp.cu — gate [n] = silu(gate) ⊙ up, in place; x [n] += y. mlp(): the whole SwiGLU MLP of
-// glass/mlp.hpp for x [n_tokens, dim] with scratch gate/up [n_tokens, hidden]; out [n_tokens, dim].
+// mlp.cu — gate [n] = silu(gate) ⊙ up (swiglu) or gelu_tanh(gate) ⊙ up (geglu: Gemma), in
+// place; x [n] += y. mlp(): the whole gated MLP of glass/mlp.hpp for x [n_tokens, dim] with
+// scratch gate/up [n_tokens, hidden]; out [n_tokens, dim].
 void swiglu(float* d_gate, const float* d_up, std::int64_t n);
+void geglu(float* d_gate, const float* d_up, std::int64_t n);
 void residual_add(float* d_x, const float* d_y, std::int64_t n);
 void mlp(MatmulKernel kernel, const float* d_x, int n_tokens, const DeviceMatrix& w1,
-         const DeviceMatrix& w2, const DeviceMatrix& w3, float* d_gate, float* d_up, float* d_out);
+         const DeviceMatrix& w2, const DeviceMatrix& w3, float* d_gate, float* d_up, float* d_out,
+         MlpActivation activation = MlpActivation::silu);
+// mlp.cu — the elementwise steps of the family deltas, each in place:
+//   add_bias_rows: x [n_rows, width] row r += bias [width]   (Qwen2's q/k/v biases)
+//   scale_values:  x [n] ×= factor                           (Gemma's embeddings × √dim)
+//   soft_cap:      x [n] = cap · tanh(x / cap), cap > 0      (Gemma 2's final logits)
+void add_bias_rows(float* d_x, const float* d_bias, int n_rows, int width);
+void scale_values(float* d_x, std::int64_t n, float factor);
+void soft_cap(float* d_x, std::int64_t n, float cap);
 
 // sampling.cu — glass::sample on the device. The random coin still comes from the host's
 // Llama2cRng (one draw per call unless greedy, exactly as the CPU), so the same seed picks the

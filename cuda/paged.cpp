@@ -150,8 +150,7 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
     upload(ints_.data(), step.ints.data(), int_bytes);  // the one upload of the step
     const RowPlacement rows = step.rows(ints_.i32());
 
-    const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim};
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    const float scale = c.attention_score_scale();  // 1/√head_dim, or the config's (Gemma)
     const std::size_t layer_rows = static_cast<std::size_t>(num_blocks_) * static_cast<std::size_t>(block_size_);
     const std::size_t layer_values = layer_rows * static_cast<std::size_t>(c.kv_dim());
     const std::size_t layer_scales = layer_rows * static_cast<std::size_t>(c.n_kv_heads);
@@ -161,6 +160,7 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
     // into the pool rows of their slots, then the attention chosen by the options, through the
     // block tables.
     const auto attend = [&](int l) {
+        const AttentionDims dims = attention_dims(c, l);  // this layer's window and soft-cap
         const std::size_t at = static_cast<std::size_t>(l) * layer_values;
         const std::size_t scales_at = static_cast<std::size_t>(l) * layer_scales;
         KvRows pool_keys, pool_values;

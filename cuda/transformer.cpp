@@ -123,13 +123,13 @@ void CudaSession::enqueue_forward(const int* d_ids, int n, IntArg start_pos, Int
                                   float* every_row, bool flash_decode_now) {
     const ModelConfig& c = config_;
     const MatmulKernel mm = options_.matmul;
-    const AttentionDims dims{c.n_heads, c.n_kv_heads, c.head_dim};
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    const float scale = c.attention_score_scale();  // 1/√head_dim, or the config's (Gemma)
     DeviceForward& f = forward_;
 
     // The layer loop is DeviceForward's; what is this session's own is where K and V go (its
     // cache, rows start_pos ..) and which attention reads them.
     const auto attend = [&](int l) {
+        const AttentionDims dims = attention_dims(c, l);  // this layer's window and soft-cap
         cache_.write(l, start_pos, f.k(), f.v(), n);
         if (decode_kernel && flash_decode_now)  // under the graph n_keys is on the device: grid for the window
             flash_decode(f.q(), cache_.key_rows(l), cache_.value_rows(l), n_keys,

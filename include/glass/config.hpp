@@ -149,7 +149,7 @@ inline std::vector<std::string> family_deltas(const ModelConfig& c) {
 }
 
 /// Throws glass::Error naming every family delta of `c` when `backend` runs Llama 2's
-/// architecture only (for now CUDA, quantized_model and the llama2.c/GGUF writers: issue "Real models").
+/// architecture only (quantized_model and the llama2.c/GGUF writers).
 inline void require_llama2_architecture(const ModelConfig& c, const char* backend) {
     const std::vector<std::string> used = family_deltas(c);
     if (used.empty()) return;

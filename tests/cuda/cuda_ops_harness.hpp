@@ -91,11 +91,11 @@ inline std::string fmt(const char* f, auto... args) {
 
 // ---- CPU references shared by the attention, KV cache, graph and paged rows ----------------------
 
-// q [n_q, heads*hd], keys/values [n_k, kv_heads*hd], n_k = start + n_q.
+// q [n_q, heads*hd], keys/values [n_k, kv_heads*hd], n_k = start + n_q; the window and soft-cap of d.
 inline RowMatrix cpu_attention(const RowMatrix& q, const RowMatrix& k, const RowMatrix& v, int start,
-                        const gc::AttentionDims& d) {
-    return glass::causal_attention(q, k, v, start, {d.n_heads, d.n_kv_heads, d.head_dim},
-                                   1.0f / std::sqrt(float(d.head_dim)));
+                        const gc::AttentionDims& d, float scale = 0.0f) {
+    return glass::causal_attention(q, k, v, start, {d.n_heads, d.n_kv_heads, d.head_dim, d.window, d.softcap},
+                                   scale > 0.0f ? scale : 1.0f / std::sqrt(float(d.head_dim)));
 }
 
 // The int8 KV cache's form of fp32 rows x [n, n_kv_heads * head_dim]: glass::quantize_kv_row's
@@ -147,5 +147,6 @@ void add_kv_cache(std::vector<Case>& cases);    // test_cuda_ops_attention.cpp
 void add_graph(std::vector<Case>& cases);
 void add_rope_rows(std::vector<Case>& cases);   // test_cuda_ops_paged.cpp
 void add_paged(std::vector<Case>& cases);
+void add_families(std::vector<Case>& cases);  // test_cuda_ops_families.cpp
 
 }  // namespace cuda_ops_test

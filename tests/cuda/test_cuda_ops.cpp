@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
     add_graph(cases);
     add_rope_rows(cases);
     add_paged(cases);
+    add_families(cases);
     if (list) {
         for (const Case& c : cases) std::printf("%s\n", c.name.c_str());
         return 0;

@@ -231,6 +231,22 @@ void add_paged(std::vector<Case>& cases) {
                 return relative_error(gpu, cpu_paged_attention(b, q, d));  // b's pool is now the dequantized one
             }});
         }
+    // The family rules (Mistral, Gemma): a sliding window shorter than most rows' keys and a score
+    // soft-cap, all three attentions, against causal_attention under the same AttentionShape.
+    for (int si : {2, 3})
+        for (gc::PagedAttention which : kPagedAttentions) {
+            const PagedShape& shape = kPagedShapes[si];
+            const int block_size = si == 2 ? 5 : 16;
+            const gc::AttentionDims d{8, 2, 64, si == 2 ? 9 : 130, si == 2 ? 50.0f : 3.0f};
+            cases.push_back({fmt("paged_attention(%s, window=%d, softcap=%g, %s, block=%d, heads=8, kv_heads=2, head_dim=64)",
+                                 paged_name(which), d.window, double(d.softcap), shape.name, block_size),
+                             kF32, false, [shape, block_size, d, which](Rng& rng) {
+                PagedBatch b = make_paged_batch(rng, block_size, shape.spans, shape.shared_positions / block_size,
+                                                d.n_kv_heads * d.head_dim);
+                const RowMatrix q = random_matrix(rng, b.n_rows(), d.n_heads * d.head_dim, 2.0f);
+                return relative_error(gpu_paged_attention(b, b.entries, q, d, which), cpu_paged_attention(b, q, d));
+            }});
+        }
     // kv_write_rows_int8 against quantize_kv_row through the slots: the whole int8 pool and its
     // scales exactly (value: how many differ); rows no slot names keep their NaN scales.
     cases.push_back({"kv_write_rows_int8(batch, block=7, ragged rows, kv_heads=3, head_dim=40; whole pool exact)", 0.0, false,
