@@ -118,6 +118,7 @@
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/token_tiles.hpp"
 #include "glass/fast/fast_model.hpp"
+#include "glass/fast/fast_weights.hpp"
 #include "glass/fast/fast_flash_attention.hpp"
 #include "glass/fast/fast_session.hpp"
 #include "glass/fast/fast_paged_backend.hpp"

@@ -5,14 +5,15 @@
 /// FastPagedBackend (a batch of requests over a paged KV pool, fast_paged_backend.hpp). They
 /// differ in where K/V live; everything else is this one FastModel:
 ///
-///   weights   every matrix packed once into 32-row panels (packed_weights.hpp), in one arena,
-///             as fp32, fp16, bf16, Q8_0 or Q4_0 — from the file's own blocks when the model
-///             kept them (LoadWeights::as_stored: no fp32 copy ever exists); the norm gains fp32
+///   weights   every matrix packed once into 32-row panels (FastWeights, fast_weights.hpp), in
+///             one arena, as fp32, fp16, bf16, Q8_0, Q4_0 or a k-quant — from the file's own
+///             blocks when the model kept them (LoadWeights::as_stored: no fp32 copy ever
+///             exists); the norm gains fp32; the RoPE tables
 ///   threads   one pool (thread_pool.hpp) and the kernel table chosen for this CPU (kernels.hpp)
 ///   products  Y = X Wᵀ for n rows X [n, in] -> Y [n, out], the rows of W shared among the
 ///             threads; q/k/v and gate/up each in one parallel region
 ///   rmsnorm   row by row
-///   RoPE      cos/sin of pos · θ^(−2i/head_dim) tabulated once, [seq_len, head_dim/2]
+///   RoPE      each row turned by the angles FastWeights tabulated, [seq_len, head_dim/2]
 ///   attention one query row against its visible keys: dot products, softmax, weighted sum
 ///             of values, the keys found through a block table (a session's cache is one
 ///             block of seq_len positions)
@@ -21,7 +22,8 @@
 /// where it happens: the embedding scale (embed), q/k/v biases and per-head q/k norms
 /// (attention_inputs), a RoPE table per base (Gemma 3's local layers), the score scale, soft-cap
 /// and sliding window (attend), sandwich norms and GELU-tanh (finish_layer), the logit soft-cap
-/// (logits). Gemma's norm offset is added to the gains once, when the model is packed.
+/// (logits). Gemma's norm offset is added to the gains once, when the model is packed
+/// (fast_weights.hpp).
 ///
 /// Every step here computes a row from that row alone, in a fixed order: what a row gets never
 /// depends on how many other rows share the pass. The paged backend relies on that (batch
@@ -33,10 +35,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <deque>
 #include <span>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -45,6 +45,7 @@
 #include "glass/mlp.hpp"
 #include "glass/fast/buffer.hpp"
 #include "glass/fast/kernels.hpp"
+#include "glass/fast/fast_weights.hpp"
 #include "glass/fast/packed_weights.hpp"
 #include "glass/fast/thread_pool.hpp"
 #include "glass/fast/token_tiles.hpp"
@@ -90,27 +91,11 @@ enum class SingleRow {
 
 class FastModel {
 public:
-    /// One layer as the fast path reads it. Norm gains are fp32 with the config's offset already
-    /// added (Gemma's x·(1+w)), so every norm here is y = g ⊙ x / rms(x). The family deltas'
-    /// tensors are null where the model has none.
-    struct Layer {
-        const float* rms_att;
-        const float* rms_ffn;
-        PackedMatrix wq, wk, wv, wo, w1, w2, w3;
-        const float* bq = nullptr;        // [q_dim]   q/k/v biases (Qwen2)
-        const float* bk = nullptr;        // [kv_dim]
-        const float* bv = nullptr;        // [kv_dim]
-        const float* q_norm = nullptr;    // [head_dim] per-head q/k norms (Qwen3, Gemma 3)
-        const float* k_norm = nullptr;    // [head_dim]
-        const float* post_att = nullptr;  // [dim] sandwich norms (Gemma 2, 3)
-        const float* post_mlp = nullptr;  // [dim]
-        int window = 0;      // sliding window (Mistral; Gemma's local layers); 0: every earlier position
-        int rope_table = 0;  // its cos/sin table (Gemma 3's local layers turn by a base of their own)
-    };
+    using Layer = FastLayer;  // fast_weights.hpp
 
     FastModel(const Model& model, FastOptions options, SingleRow single_row)
         : model_(model), c_(model.config), options_(options), single_row_(single_row),
-          pool_(options.threads), k_(kernels_for(options)) {
+          pool_(options.threads), k_(kernels_for(options)), w_(model, options.weights, options.int8_activations, pool_) {
         if (options.prefill_chunk < 1) fail("prefill chunk ", options.prefill_chunk, " must be ≥ 1");
         if (options.int8_activations && !has_integer_weights(options.weights) && options.weights != WeightType::stored)
             fail("int8 activations multiply integer weights (q8, q4, q4_k, q5_k, q6_k); the weights are ", to_string(options.weights));
@@ -120,40 +105,22 @@ public:
             x_scales_.resize(static_cast<size_t>(blocks));
             x_sums_.resize(static_cast<size_t>(blocks));
         }
-        pack_weights();
-        tabulate_rope();
     }
 
     const Model& model() const { return model_; }
     const ModelConfig& config() const { return c_; }
     const FastOptions& options() const { return options_; }
-    const Layer& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
-    const PackedMatrix& classifier() const { return classifier_; }
-    const float* final_gain() const { return final_gain_; }  // [dim], offset added
+    const Layer& layer(int l) const { return w_.layer(l); }
+    const PackedMatrix& classifier() const { return w_.classifier(); }
+    const float* final_gain() const { return w_.final_gain(); }  // [dim], offset added
     // Bytes streamed per pass: every packed matrix (classifier included) + the norms.
-    std::int64_t weight_bytes() const { return weight_bytes_; }
+    std::int64_t weight_bytes() const { return w_.bytes(); }
     ThreadPool& pool() { return pool_; }
     const Kernels& kernels() const { return k_; }
     int threads() const { return pool_.size(); }
     const char* kernel_name() const { return k_.name; }
-    // The panel types of the model's matrices with how many of each, most first: "q4_k 14, q6_k 3"
-    // (a file of mixed types packed as `stored`), or one name.
-    std::string panel_types() const {
-        std::vector<std::pair<int, std::string>> counts;
-        auto count = [&](const PackedMatrix& m) {
-            for (auto& [n, name] : counts)
-                if (name == to_string(m.type)) return void(++n);
-            counts.emplace_back(1, to_string(m.type));
-        };
-        for (const Layer& l : layers_)
-            for (const PackedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) count(*m);
-        count(classifier_);
-        if (counts.size() == 1) return counts[0].second;
-        std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-        std::string out;
-        for (const auto& [n, name] : counts) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
-        return out;
-    }
+    // The panel types of the model's matrices with how many of each: "q4_k 14, q6_k 3".
+    std::string panel_types() const { return w_.panel_types(); }
     // The dot products decode runs: "fp32", or with int8 activations "int8 (avx512-vnni)" etc.
     std::string dot_products() const { return options_.int8_activations ? std::string("int8 (") + k_.int8_dot + ")" : "fp32"; }
 
@@ -292,7 +259,7 @@ public:
     // logits [n, vocab] = xn Wclsᵀ for n rows already through the final norm; Gemma 2 then
     // soft-caps them: cap · tanh(z / cap).
     void logits(const float* xn, int n, float* out) {
-        const Product cls[] = {{&classifier_, xn, c_.dim, out, c_.vocab_size, false}};
+        const Product cls[] = {{&w_.classifier(), xn, c_.dim, out, c_.vocab_size, false}};
         run_products(cls, n);
         const float cap = c_.final_logit_softcap;
         if (cap > 0.0f)
@@ -332,9 +299,8 @@ public:
     void rope(const Layer& w, float* v, int heads, int pos) const {
         const int hd = c_.head_dim, half = hd / 2;
         const bool adjacent = c_.rope_layout == RopeLayout::adjacent_pairs;
-        const std::int64_t table = std::int64_t{w.rope_table} * c_.seq_len * half;
-        const float* cs = rope_cos_.data() + table + std::int64_t{pos} * half;
-        const float* sn = rope_sin_.data() + table + std::int64_t{pos} * half;
+        const float* cs = w_.rope_cos(w.rope_table, pos);  // [half]
+        const float* sn = w_.rope_sin(w.rope_table, pos);
         for (int h = 0; h < heads; ++h) {
             float* head = v + std::int64_t{h} * hd;
             for (int i = 0; i < half; ++i) {
@@ -429,17 +395,6 @@ private:
         for (int i = 0; i < n; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
     }
 
-    // A norm gain as the fast path reads it: the stored one, or (Gemma's Hugging Face form,
-    // norm_weight_offset 1) offset + w, computed once here. Null for a tensor the model lacks.
-    const float* gain(const float* stored, std::int64_t size) {
-        if (size == 0 || stored == nullptr) return nullptr;
-        if (c_.norm_weight_offset == 0.0f) return stored;
-        std::vector<float>& g = offset_gains_.emplace_back(static_cast<size_t>(size));
-        for (std::int64_t i = 0; i < size; ++i) g[static_cast<size_t>(i)] = c_.norm_weight_offset + stored[i];
-        return g.data();
-    }
-    const float* gain(const ConstVectorMap& v) { return gain(v.data(), v.size()); }
-
     // x [cols] -> x_q_, x_scales_ (quantize.hpp's quantize_activations) and each block's Σ q.
     void quantize_input(const float* x, int cols) {
         quantize_activations(x, cols, x_q_.data(), x_scales_.data());
@@ -454,111 +409,13 @@ private:
         return fast::panels_per_item(w.panels(), w.panel_bytes(), pool_.size());
     }
 
-    void pack_weights() {
-        struct Source {
-            const float* w;       // fp32 view (null when the model kept the stored type)
-            StoredMatrix stored;  // the file's bytes: packed from, when there are any
-            int rows, cols;
-            PackedMatrix* out;
-        };
-        layers_.resize(static_cast<size_t>(c_.n_layers));
-        std::vector<Source> sources;
-        for (int l = 0; l < c_.n_layers; ++l) {
-            const LayerWeights& src = model_.layers[static_cast<size_t>(l)];
-            Layer& dst = layers_[static_cast<size_t>(l)];
-            dst.rms_att = gain(src.rms_att);
-            dst.rms_ffn = gain(src.rms_ffn);
-            dst.q_norm = gain(src.q_norm);
-            dst.k_norm = gain(src.k_norm);
-            dst.post_att = gain(src.post_attention_norm);
-            dst.post_mlp = gain(src.post_mlp_norm);
-            dst.bq = src.bq.size() ? src.bq.data() : nullptr;
-            dst.bk = src.bk.size() ? src.bk.data() : nullptr;
-            dst.bv = src.bv.size() ? src.bv.data() : nullptr;
-            dst.window = c_.window_of_layer(l);
-            const LayerWeights::Stored& st = src.stored;
-            for (auto [m, stored, out] : {std::tuple{&src.wq, &st.wq, &dst.wq}, {&src.wk, &st.wk, &dst.wk},
-                                          {&src.wv, &st.wv, &dst.wv}, {&src.wo, &st.wo, &dst.wo},
-                                          {&src.w1, &st.w1, &dst.w1}, {&src.w2, &st.w2, &dst.w2},
-                                          {&src.w3, &st.w3, &dst.w3}})
-                sources.push_back({m->data(), *stored, static_cast<int>(m->rows()), static_cast<int>(m->cols()), out});
-        }
-        sources.push_back({model_.classifier, model_.stored_classifier, c_.vocab_size, c_.dim, &classifier_});
-        final_gain_ = gain(model_.rms_final, c_.dim);
-
-        // One arena for all of them, each matrix starting on a 64-byte (cache line) boundary.
-        // Each matrix's panel type: the one asked for, or with `stored` its file's own.
-        std::vector<std::int64_t> offsets;
-        std::vector<WeightType> types;
-        std::int64_t total = 0;
-        for (const Source& s : sources) {
-            types.push_back(panel_type_of(s.stored, options_.weights));
-            if (options_.int8_activations && !has_integer_weights(types.back()))
-                fail("int8 activations multiply integer weights (q8, q4, q4_k, q5_k, q6_k); a [", s.rows, ", ", s.cols,
-                     "] matrix of this model is ", to_string(types.back()));
-            offsets.push_back(total);
-            total += (packed_bytes(s.rows, s.cols, types.back()) + 63) / 64 * 64;
-        }
-        arena_ = HugeBuffer(static_cast<std::size_t>(total));
-        auto pack = [&](int i, int) {  // one matrix per item, from the file's own bytes where known
-            const Source& s = sources[size_t(i)];
-            unsigned char* dest = arena_.as<unsigned char>() + offsets[size_t(i)];
-            *s.out = s.stored.bytes ? pack_stored_matrix(s.stored, s.rows, s.cols, types[size_t(i)], dest)
-                                    : pack_matrix(s.w, s.rows, s.cols, types[size_t(i)], dest);
-        };
-        pool_.run(static_cast<int>(sources.size()), pack);
-        // The panels now hold every weight: the file's pages need not stay in this process.
-        for (const Source& s : sources)
-            if (s.stored.bytes && s.stored.in_file) release_file_pages(s.stored.bytes, static_cast<size_t>(ggml_bytes(s.stored.type, std::int64_t{s.rows} * s.cols)));
-        weight_bytes_ = 4 * std::int64_t{c_.dim};  // the final norm; each layer's norms and biases, fp32:
-        for (const LayerWeights& src : model_.layers)
-            for (const ConstVectorMap* v : {&src.rms_att, &src.rms_ffn, &src.bq, &src.bk, &src.bv, &src.q_norm,
-                                            &src.k_norm, &src.post_attention_norm, &src.post_mlp_norm})
-                weight_bytes_ += 4 * v->size();
-        for (const Source& s : sources) weight_bytes_ += s.out->bytes();
-    }
-
-    // cos/sin of pos · frequency(i), the frequencies computed exactly as rope.hpp does (base,
-    // then scaling), once: one table [seq_len, head_dim/2] per distinct set of frequencies. Most
-    // models have one; Gemma 3's local layers turn by a base of their own (rope_theta_of_layer).
-    void tabulate_rope() {
-        const int half = c_.head_dim / 2;
-        const std::int64_t table_floats = std::int64_t{c_.seq_len} * half;
-        std::vector<std::vector<float>> tables;  // the frequencies of each table
-        for (int l = 0; l < c_.n_layers; ++l) {
-            const RopeScaling scaling = c_.rope_scaling_of_layer(l);
-            std::vector<float> f(static_cast<size_t>(half));
-            for (int i = 0; i < half; ++i)
-                f[static_cast<size_t>(i)] = rope_scaled_frequency(rope_frequency(i, c_.head_dim, c_.rope_theta_of_layer(l)), scaling, i);
-            const auto same = std::find(tables.begin(), tables.end(), f);
-            layers_[static_cast<size_t>(l)].rope_table = static_cast<int>(same - tables.begin());
-            if (same == tables.end()) tables.push_back(std::move(f));
-        }
-        rope_cos_.resize(tables.size() * static_cast<size_t>(table_floats));
-        rope_sin_.resize(rope_cos_.size());
-        for (size_t t = 0; t < tables.size(); ++t)
-            for (int pos = 0; pos < c_.seq_len; ++pos)
-                for (int i = 0; i < half; ++i) {
-                    const float angle = static_cast<float>(pos) * tables[t][static_cast<size_t>(i)];
-                    const size_t at = t * static_cast<size_t>(table_floats) + static_cast<size_t>(pos) * half + i;
-                    rope_cos_[at] = std::cos(angle);
-                    rope_sin_[at] = std::sin(angle);
-                }
-    }
-
     const Model& model_;
     ModelConfig c_;
     FastOptions options_;
     SingleRow single_row_;
     ThreadPool pool_;
     Kernels k_;
-    HugeBuffer arena_;                       // packed weights
-    std::vector<Layer> layers_;
-    PackedMatrix classifier_;
-    std::int64_t weight_bytes_ = 0;
-    std::vector<float> rope_cos_, rope_sin_;  // [tables][seq_len, head_dim/2]
-    const float* final_gain_ = nullptr;       // [dim]
-    std::deque<std::vector<float>> offset_gains_;  // gains with Gemma's offset added (stable addresses)
+    FastWeights w_;                          // packed once, by pool_'s threads
     HugeBuffer workspace_;                   // per-thread scratch, then the packed rows
     int reserved_rows_ = 0;
     float* scratch_ = nullptr;   // [threads][kScratchFloats]: one unpacked weight chunk each
