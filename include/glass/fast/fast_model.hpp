@@ -94,11 +94,8 @@ public:
     using Layer = FastLayer;  // fast_weights.hpp
 
     FastModel(const Model& model, FastOptions options, SingleRow single_row)
-        : model_(model), c_(model.config), options_(options), single_row_(single_row),
+        : model_(model), c_(model.config), options_(checked(options)), single_row_(single_row),
           pool_(options.threads), k_(kernels_for(options)), w_(model, options.weights, options.int8_activations, pool_) {
-        if (options.prefill_chunk < 1) fail("prefill chunk ", options.prefill_chunk, " must be ≥ 1");
-        if (options.int8_activations && !has_integer_weights(options.weights) && options.weights != WeightType::stored)
-            fail("int8 activations multiply integer weights (q8, q4, q4_k, q5_k, q6_k); the weights are ", to_string(options.weights));
         if (options.int8_activations) {  // room for the widest input, in int8 blocks of 32
             const int blocks = (widest_input() + kQuantBlock - 1) / kQuantBlock;
             x_q_.resize(static_cast<size_t>(blocks) * kQuantBlock);
@@ -372,6 +369,14 @@ public:
     }
 
 private:
+    // The options refused before anything is packed or allocated.
+    static FastOptions checked(const FastOptions& o) {
+        if (o.prefill_chunk < 1) fail("prefill chunk ", o.prefill_chunk, " must be ≥ 1");
+        if (o.int8_activations && !has_integer_weights(o.weights) && o.weights != WeightType::stored)
+            fail("int8 activations multiply integer weights (q8, q4, q4_k, q5_k, q6_k); the weights are ", to_string(o.weights));
+        return o;
+    }
+
     // The widest input a product reads: dim (the normed stream), q_dim (attention's heads, into
     // Wo) or hidden (into W2).
     int widest_input() const { return std::max({c_.dim, c_.q_dim(), c_.hidden_dim}); }
