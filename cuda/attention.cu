@@ -6,7 +6,7 @@
 ///      0 .. pos(r) of its own sequence (causal);
 ///      keys, values: one layer's cache rows [rows, n_kv_heads * head_dim] (fp32, or int8 with
 ///      scales [rows, n_kv_heads]);
-///      where the rows sit (RowPlacement, glass_cuda.hpp): one sequence (pos(r) = start + r, key
+///      where the rows sit (RowPlacement, device_kv_cache.hpp): one sequence (pos(r) = start + r, key
 ///      position p is cache row p) or a serving batch (pos(r) from the step, key position p of
 ///      row r's request is pool row table[p / block_size] · block_size + p % block_size).
 /// Out: out [n_rows, n_heads * head_dim], each head's softmax-weighted sum of values.

@@ -36,7 +36,7 @@ void check_launch(const char* kernel, const char* file, int line);
 // than launch a grid larger than CUDA allows.
 unsigned grid_for(std::int64_t n, int threads);
 
-// An IntArg's value, read when the kernel runs (glass_cuda.hpp says why).
+// An IntArg's value, read when the kernel runs (device.hpp says why).
 __device__ __forceinline__ int value_of(IntArg a) { return a.device ? *a.device : a.value; }
 
 // ---- Weight loads: every kernel computes in fp32, whatever the storage type. ---------------------
@@ -139,7 +139,7 @@ struct Int8Rows {
                 scales[j * n_kv_heads + g]};
     }
 };
-// Host side: the device reader of a KvRows (glass_cuda.hpp).
+// Host side: the device reader of a KvRows (device_kv_cache.hpp).
 inline F32Rows f32_rows(const KvRows& r, int n_kv_heads, int head_dim) { return {r.f32, n_kv_heads, head_dim}; }
 inline Int8Rows int8_rows(const KvRows& r, int n_kv_heads, int head_dim) {
     return {r.q, r.scales, n_kv_heads, head_dim};
@@ -156,7 +156,7 @@ void with_kv_readers(const KvRows& keys, const KvRows& values, const AttentionDi
         launch(f32_rows(keys, dims.n_kv_heads, dims.head_dim), f32_rows(values, dims.n_kv_heads, dims.head_dim));
 }
 
-// ---- Where the rows of a pass sit (RowPlacement, glass_cuda.hpp) ----------------------------------
+// ---- Where the rows of a pass sit (RowPlacement, device_kv_cache.hpp) -----------------------------
 // A kernel over the rows of a forward pass (RoPE, the K/V write, attention) is written once, as a
 // template over its locator, and asks it four things:
 //   position(r)    the position of row r: it sees keys 0 .. position(r) of its own sequence

@@ -6,8 +6,9 @@
 ///   CudaOptions     which kernels a session runs (matmul, attention, graph) and its KV cache type
 ///   CudaSession     glass::Session on the device: ids up, the last position's logits [vocab] back
 ///   require_device  "no CUDA device: <why>" before anything touches the GPU (session and paged backend)
-/// The stages it is built from (kernels, the KV cache) are declared in glass_cuda.hpp; its layer
-/// loop is DeviceForward's (forward.hpp), the same one CudaPagedBackend runs.
+/// The stages it is built from (kernels, the KV cache) are declared in glass_cuda.hpp and the
+/// headers it includes; its layer loop is DeviceForward's (forward.hpp), the same one
+/// CudaPagedBackend runs.
 /// ```
 #pragma once
 

@@ -9,7 +9,7 @@
 ///   per layer:
 ///     xn = rmsnorm(x);  q, k, v = xn Wqᵀ, xn Wkᵀ, xn Wvᵀ             [n, q_dim], [n, kv_dim] ×2
 ///     (+ bq, bk, bv: Qwen2)  (each head of q, k rmsnormed: Qwen3, Gemma 3)
-///     rope_rows(q), rope_rows(k)          row r at its position (RowPlacement, glass_cuda.hpp),
+///     rope_rows(q), rope_rows(k)          row r at its position (RowPlacement, device_kv_cache.hpp),
 ///                                         by the layer's frequency table (Gemma 3: two bases)
 ///     attend(layer)                       the owner stores k, v in its cache or pool and writes
 ///                                         att [n, q_dim] with the attention it chose, under the

@@ -10,7 +10,7 @@
 ///   PagedStep, plan_step()    one step's rows as the kernels read them (a RowPlacement)   paged.cpp
 ///   CudaPagedBackend          serve::PagedBackend on the GPU                             paged.cpp
 ///
-/// The kernels are the ones CudaSession runs, given the batch's RowPlacement (glass_cuda.hpp):
+/// The kernels are the ones CudaSession runs, given the batch's RowPlacement (device_kv_cache.hpp):
 /// rope_rows() (rope.cu), kv_write_rows(), kv_write_rows_int8() (kv_cache.cu: K/V rows into their
 /// pool slots), attention_rows_naive(), attention_rows(), attention_rows_flash() (attention.cu:
 /// attention through block tables; PagedAttention picks one). The layer loop itself is
@@ -42,7 +42,7 @@ struct PagedStep {
     // Views into a device copy of `ints`.
     const int* ids(const int* d_ints) const { return d_ints; }
     const int* logit_rows(const int* d_ints) const { return d_ints + 4 * std::size_t(n_rows); }
-    RowPlacement rows(const int* d_ints) const;  // a batch placement (glass_cuda.hpp)
+    RowPlacement rows(const int* d_ints) const;  // a batch placement (device_kv_cache.hpp)
 };
 // Lays out a batch (checked first with serve::check_batch by the caller). Only the blocks each
 // entry's positions need are copied from its table.
