@@ -124,3 +124,11 @@
 #include "glass/fast/fast_paged_backend.hpp"
 #include "glass/fast/benchmark.hpp"
 #include "glass/fast/random_model.hpp"
+
+// When a model outgrows one machine: ranks that talk (threads, or Open MPI processes:
+// dist/mpi_communicator.hpp, included by MPI programs only), the cut of a model into ranks, and
+// the forward pass split over them.
+#include "glass/dist/communicator.hpp"
+#include "glass/dist/thread_communicator.hpp"
+#include "glass/dist/shard.hpp"
+#include "glass/dist/tensor_parallel.hpp"

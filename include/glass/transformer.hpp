@@ -103,6 +103,15 @@ inline AttentionShape attention_shape_of_layer(const ModelConfig& c, int layer) 
     return {c.n_heads, c.n_kv_heads, c.head_dim, c.window_of_layer(layer), c.attn_logit_softcap};
 }
 
+/// \brief What tensor parallelism adds to a block (dist/tensor_parallel.hpp): a rank holding some
+/// of the heads and some of the MLP's hidden units computes only a partial sum of what attention
+/// and the MLP add to the residual stream; `add_across_ranks` sums the ranks' partials (an
+/// all-reduce) before they join it. One process passes none: its sums are already whole.
+struct PartialSums {
+    virtual ~PartialSums() = default;
+    virtual void add_across_ranks(RowMatrix& partial) = 0;  ///< partial [N, dim] -> Σ over ranks
+};
+
 /// \brief One transformer block over the rows of x `[N, dim]`: attention half, then MLP half, each
 /// added to the residual stream.
 ///
@@ -112,10 +121,11 @@ inline AttentionShape attention_shape_of_layer(const ModelConfig& c, int layer) 
 ///   kv.keys(layer, s, n), kv.values(layer, s, n)  -> positions 0..n-1 [n, kv_dim]
 /// (ContiguousKv below for one KVCache; PagedKv in serve/paged_transformer.hpp for pool blocks).
 /// `trace` (optional, one sequence) receives what this layer saw: see trace.hpp.
+/// `partial_sums` (tensor parallelism only) completes the two partial products, Wo's and W2's.
 template <typename Kv>
 void transformer_block(const ModelConfig& c, const LayerWeights& w, int layer, RowMatrix& x,
                        std::span<const SequenceRows> seqs, Kv& kv, RowOrder order,
-                       LayerTrace* trace = nullptr) {
+                       LayerTrace* trace = nullptr, PartialSums* partial_sums = nullptr) {
     // 1. Queries, keys, values: norm, project, per-head norm (Qwen3, Gemma 3), rotate, cache.
     const RowMatrix xn = rmsnorm(x, w.rms_att, c.norm_eps, c.norm_weight_offset);
     RowMatrix q = project(xn, w.wq, w.bq, order);        // [N, q_dim]
@@ -156,6 +166,7 @@ void transformer_block(const ModelConfig& c, const LayerWeights& w, int layer, R
         }
     }
     RowMatrix attended = project(att, w.wo, ConstVectorMap(nullptr, 0), order);  // [N, dim]
+    if (partial_sums) partial_sums->add_across_ranks(attended);
     if (c.sandwich_norms)  // Gemma 2 and 3: norm what attention adds, before adding it
         attended = rmsnorm(attended, w.post_attention_norm, c.norm_eps, c.norm_weight_offset);
     x += attended;
@@ -163,6 +174,7 @@ void transformer_block(const ModelConfig& c, const LayerWeights& w, int layer, R
 
     // 3. MLP half.
     RowMatrix mlp = mlp_rows(c, w, rmsnorm(x, w.rms_ffn, c.norm_eps, c.norm_weight_offset), order);
+    if (partial_sums) partial_sums->add_across_ranks(mlp);
     if (c.sandwich_norms) mlp = rmsnorm(mlp, w.post_mlp_norm, c.norm_eps, c.norm_weight_offset);
     x += mlp;
     if (trace) trace->residual_norm_after_mlp = x.rowwise().norm();
@@ -182,10 +194,10 @@ struct ContiguousKv {
 /// block above with a single SequenceRows and the cache as its K/V store (the cache advances only
 /// after every layer: forward_layers).
 inline void transformer_block(const ModelConfig& c, const LayerWeights& w, int layer, RowMatrix& x, KVCache& cache,
-                              LayerTrace* trace = nullptr) {
+                              LayerTrace* trace = nullptr, PartialSums* partial_sums = nullptr) {
     const SequenceRows one[1] = {{.first = 0, .count = static_cast<int>(x.rows()), .start = cache.length()}};
     ContiguousKv kv{cache};
-    transformer_block(c, w, layer, x, one, kv, RowOrder::whole_batch, trace);
+    transformer_block(c, w, layer, x, one, kv, RowOrder::whole_batch, trace, partial_sums);
 }
 
 /// \brief The input rules of a forward pass, shared by every backend (this one and the CUDA twin's

@@ -1,0 +1,213 @@
+/// \file
+/// \brief glass/dist/tensor_parallel.hpp — one model over several ranks, each holding a slice of
+/// every layer (the CPU reference's forward pass, split as dist/shard.hpp draws).
+/// ```text
+/// In:  the ids of a step (rank 0 decides them; the others receive them), each rank's shard.
+/// Out: at rank 0, the logits the whole model would give (within fp32 rounding: see below).
+///
+///   rank 0 (the driver)                     rank r > 0 (a worker)
+///   ───────────────────                     ─────────────────────
+///   prefill/decode(ids)
+///     broadcast {kind, ids} ───────────────▶ receive {kind, ids}
+///   x = my vocabulary rows of ids            x = my vocabulary rows of ids (zeros elsewhere)
+///   all-reduce x ◀─────────────────────────▶ all-reduce x               [n, dim], whole rows
+///   for each layer:                          for each layer:
+///     transformer_block on my heads            the same on its heads
+///     all-reduce Wo's partial ◀────────────▶   all-reduce
+///     all-reduce W2's partial ◀────────────▶   all-reduce
+///   logits of my vocabulary slice            logits of its slice
+///   gather the slices ◀────────────────────  send its slice
+///   return logits [vocab]                    wait for the next step
+///
+/// Every rank runs transformer_block (transformer.hpp), the same code as one process, with a
+/// PartialSums that all-reduces. The all-reduce adds partials in rank order, so every rank holds
+/// the same bits and a run is reproducible whatever the transport; against one process, Wo's
+/// and W2's dot products are summed in two pieces instead of one, which moves logits by a few
+/// fp32 roundings (tests: within 1e-5 relative), not the greedy ids.
+/// ```
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "glass/checkpoint.hpp"
+#include "glass/dist/communicator.hpp"
+#include "glass/dist/shard.hpp"
+#include "glass/kv_cache.hpp"
+#include "glass/session.hpp"
+#include "glass/transformer.hpp"
+
+namespace glass::dist {
+
+/// transformer_block's PartialSums over a Communicator: an all-reduce, in rank order.
+struct AllReducePartials : PartialSums {
+    Communicator& comm;
+    explicit AllReducePartials(Communicator& c) : comm(c) {}
+    void add_across_ranks(RowMatrix& partial) override {
+        comm.all_reduce_sum(std::span<float>(partial.data(), static_cast<size_t>(partial.size())));
+    }
+};
+
+/// \brief The rows of `ids` in the whole embedding table, built from every rank's slice: each
+/// rank writes the rows of the ids it holds (times the embedding scale) and zeros elsewhere, and
+/// the all-reduce adds exactly one nonzero row per id, so the result equals embed_tokens' bits.
+inline RowMatrix embed_split(const Model& shard, const TensorSplit& s, std::span<const int> ids, float scale,
+                             Communicator& comm) {
+    RowMatrix x = RowMatrix::Zero(static_cast<Eigen::Index>(ids.size()), shard.config.dim);  // [n, dim]
+    const ConstMatrixMap slice = shard.embedding_table();  // [my vocab, dim]
+    for (size_t t = 0; t < ids.size(); ++t)
+        if (ids[t] >= s.vocab_begin && ids[t] < s.vocab_begin + s.vocab)
+            x.row(static_cast<Eigen::Index>(t)) = slice.row(ids[t] - s.vocab_begin);
+    if (scale != 1.0f) x *= scale;
+    comm.all_reduce_sum(std::span<float>(x.data(), static_cast<size_t>(x.size())));
+    return x;
+}
+
+/// \brief Every rank's vocabulary slice of the logits of `rows` `[r, dim]`, gathered at rank 0
+/// into `[r, vocab]` (row-major; empty on the other ranks).
+inline std::vector<float> classify_split(const Model& shard, const TensorSplit& s, int vocab, const RowMatrix& rows,
+                                         Communicator& comm) {
+    const size_t r = static_cast<size_t>(rows.rows());
+    const size_t stride = static_cast<size_t>(s.vocab_stride);
+    std::vector<float> mine(r * stride, 0.0f);  // [r, stride]: my slice, padded to the common width
+    const std::vector<float> slice = classify(shard, rows);  // [r, my vocab]
+    for (size_t i = 0; i < r; ++i)
+        std::copy_n(slice.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(s.vocab)), s.vocab,
+                    mine.begin() + static_cast<std::ptrdiff_t>(i * stride));
+    std::vector<float> all(comm.rank() == 0 ? r * stride * static_cast<size_t>(s.ranks) : 0);
+    comm.gather(std::span<const float>(mine), std::span<float>(all), 0);
+    if (comm.rank() != 0) return {};
+    std::vector<float> logits(r * static_cast<size_t>(vocab));  // [r, vocab]
+    for (int q = 0; q < s.ranks; ++q) {  // rank q's slice: vocabulary rows [begin, end)
+        const int begin = std::min(vocab, q * s.vocab_stride), end = std::min(vocab, (q + 1) * s.vocab_stride);
+        for (size_t i = 0; i < r; ++i)
+            std::copy_n(all.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(q) * r + i) * stride), end - begin,
+                        logits.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(vocab) + static_cast<size_t>(begin)));
+    }
+    return logits;
+}
+
+/// \brief One forward pass on this rank's shard: ids at positions `cache.length() ..`; returns
+/// at rank 0 the logits of the last position `[vocab]`, or of every position `[n, vocab]` when
+/// `all_positions`; empty elsewhere. Every rank must call it with the same ids.
+inline std::vector<float> tensor_parallel_forward(const Model& shard, const TensorSplit& s, const ModelConfig& whole,
+                                                  KVCache& cache, std::span<const int> ids, bool all_positions,
+                                                  Communicator& comm) {
+    check_forward_input(whole, cache.length(), ids);
+    const ModelConfig& c = shard.config;
+    RowMatrix x = embed_split(shard, s, ids, c.embedding_scale, comm);  // [n, dim]
+    AllReducePartials partials(comm);
+    for (int l = 0; l < c.n_layers; ++l)
+        transformer_block(c, shard.layers[static_cast<size_t>(l)], l, x, cache, nullptr, &partials);
+    cache.advance(static_cast<int>(ids.size()));
+    return classify_split(shard, s, whole.vocab_size, all_positions ? x : RowMatrix(x.bottomRows(1)), comm);
+}
+
+/// \brief A Session whose model is split over the ranks of `comm`: rank 0 is the driver, which
+/// generate(), the CLI and the tests call like any Session; every other rank calls follow(), which
+/// repeats the driver's steps until the driver's finish() (or destructor) ends them.
+///
+/// Each step starts with a broadcast of what to do: {kind, count, argument} and then the ids.
+/// The driver checks a step's input before announcing it, so a bad id is refused at rank 0 and
+/// the workers never see it.
+class TensorParallelSession : public Session {
+public:
+    /// Every rank cuts its own shard from `whole` (which may be mmap'd: only the slice is copied).
+    TensorParallelSession(const Model& whole, Communicator& comm, KvType kv = KvType::fp32)
+        : whole_(whole.config),
+          split_(tensor_split(whole.config, comm.rank(), comm.size())),
+          shard_(shard_model(whole, split_)),
+          cache_(shard_.config, kv),
+          comm_(comm) {}
+    ~TensorParallelSession() override {
+        try {
+            finish();
+        } catch (...) {  // a worker that is gone cannot be told to stop; nothing else to do
+        }
+    }
+
+    const ModelConfig& config() const override { return whole_; }
+    int position() const override { return cache_.length(); }
+    KvType kv_type() const override { return cache_.type(); }
+    std::int64_t kv_bytes_used() const override { return cache_.bytes_used(shard_.config); }  // this rank's
+    std::int64_t weight_bytes() const override { return shard_.weight_bytes; }                // this rank's
+    const char* backend_name() const override { return "the CPU reference, tensor-parallel"; }
+
+    void reset() override { announce({Kind::reset, 0, 0}, {}); cache_.clear(); }
+    void rewind(int position) override {
+        check_rewind(position, cache_.length());  // refused here, before any worker hears of it
+        announce({Kind::rewind, 0, position}, {});
+        cache_.rewind(position);
+    }
+    std::span<const float> prefill(std::span<const int> ids) override { return step(Kind::prefill, ids); }
+    std::span<const float> decode(int id) override {  // a decoded token is a prefill of one id
+        const int one[1] = {id};
+        return step(Kind::prefill, one);
+    }
+    std::span<const float> verify(std::span<const int> ids) override { return step(Kind::verify, ids); }
+
+    /// Workers (rank > 0): repeat the driver's steps until it finishes. Returns the steps run.
+    std::int64_t follow() {
+        if (comm_.rank() == 0) fail("follow() is for ranks > 0: rank 0 drives the session");
+        for (std::int64_t steps = 0;; ++steps) {
+            Header h{};
+            comm_.broadcast(std::span<Header>(&h, 1), 0);
+            std::vector<int> ids(static_cast<size_t>(h.count));
+            if (h.count > 0) comm_.broadcast(std::span<int>(ids), 0);
+            switch (h.kind) {
+            case Kind::finish: return steps;
+            case Kind::reset: cache_.clear(); break;
+            case Kind::rewind: cache_.rewind(h.argument); break;
+            case Kind::prefill:
+            case Kind::verify:
+                tensor_parallel_forward(shard_, split_, whole_, cache_, ids, h.kind == Kind::verify, comm_);
+                break;
+            }
+        }
+    }
+    /// Driver: tells the workers to return from follow(). Called by the destructor if not before.
+    void finish() {
+        if (comm_.rank() != 0 || finished_) return;
+        finished_ = true;
+        announce({Kind::finish, 0, 0}, {});
+    }
+
+    const TensorSplit& split() const { return split_; }
+    const Model& shard() const { return shard_; }
+    Communicator& communicator() { return comm_; }
+
+private:
+    enum class Kind : std::int32_t { prefill, verify, reset, rewind, finish };
+    struct Header {
+        Kind kind;
+        std::int32_t count;     // ids that follow
+        std::int32_t argument;  // rewind's position
+    };
+
+    void announce(Header h, std::span<const int> ids) {
+        if (comm_.rank() != 0) fail("rank ", comm_.rank(), " is a worker: only rank 0 drives the session");
+        if (finished_ && h.kind != Kind::finish) fail("this tensor-parallel session has finished");
+        comm_.broadcast(std::span<Header>(&h, 1), 0);
+        if (!ids.empty()) {
+            std::vector<int> copy(ids.begin(), ids.end());
+            comm_.broadcast(std::span<int>(copy), 0);
+        }
+    }
+    std::span<const float> step(Kind kind, std::span<const int> ids) {
+        check_forward_input(whole_, cache_.length(), ids);  // refused here, before any worker hears of it
+        announce({kind, static_cast<std::int32_t>(ids.size()), 0}, ids);
+        logits_ = tensor_parallel_forward(shard_, split_, whole_, cache_, ids, kind == Kind::verify, comm_);
+        return logits_;
+    }
+
+    ModelConfig whole_;
+    TensorSplit split_;
+    Model shard_;
+    KVCache cache_;
+    Communicator& comm_;
+    std::vector<float> logits_;
+    bool finished_ = false;
+};
+
+}  // namespace glass::dist
