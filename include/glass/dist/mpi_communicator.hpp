@@ -108,6 +108,13 @@ public:
 
     /// abort_group before any MpiCommunicator exists: the rank is MPI_COMM_WORLD's.
     [[noreturn]] static void abort_group(int code, std::string_view message) {
+        int initialized = 0, finalized = 0;
+        MPI_Initialized(&initialized);
+        MPI_Finalized(&finalized);
+        if (!initialized || finalized) {  // no group to end: this process alone
+            std::fprintf(stderr, "glass: %.*s\n", static_cast<int>(message.size()), message.data());
+            std::exit(code == 0 ? 1 : code);
+        }
         int rank = -1;
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         abort_mpi_group(MPI_COMM_WORLD, rank, code, message);
