@@ -7,6 +7,7 @@
 #include "draft_setup.hpp"
 #include "glass/fast/fast_session.hpp"
 #include "glass/glass.hpp"
+#include "parallel_setup.hpp"
 #ifdef GLASS_HAVE_CUDA
 #include "cuda_session.hpp"
 #endif
@@ -29,6 +30,8 @@ namespace {
 //                                         CPU and CUDA alike)
 //   --activations fp32|int8 (CPU)         decode's inputs in int8 blocks, integer dot products
 //                                         (integer weights: q8, q4, the k-quants)
+//   --tp N (CPU reference)                the layers split over N ranks (dist/tensor_parallel.hpp):
+//                                         processes under mpirun -np N, else N threads
 struct Backend {
     std::string device = "cpu";  // cpu or cuda
     std::string precision;       // "": the file's own type (fast CPU path), fp32 (CUDA)
@@ -36,6 +39,7 @@ struct Backend {
     bool cuda_graph = false, cuda_flash = false;
     glass::KvType kv = glass::KvType::fp32;
     bool int8_activations = false;
+    int tp = 1;  // --tp: ranks of a tensor-parallel group
 
     // Whether --device cpu means the fast CPU path rather than the plain reference.
     bool fast_cpu() const { return device == "cpu" && (threads || !precision.empty() || int8_activations); }
@@ -97,6 +101,10 @@ Backend backend_from_flags(const Flags& flags) {
     if (b.threads && b.device != "cpu") throw UsageError("--threads applies to --device cpu");
     if (b.threads && (*b.threads < 1 || *b.threads > 256))
         throw UsageError("--threads must be in [1, 256], got " + std::to_string(*b.threads));
+    b.tp = tensor_parallel_from_flags(flags);
+    if (flags.has("--tp") && (b.device != "cpu" || b.fast_cpu()))
+        throw UsageError("--tp splits the CPU reference's layers over ranks: drop --device, --threads, --precision "
+                         "and --activations");
     return b;
 }
 
@@ -280,7 +288,8 @@ int cmd_generate(int argc, char** argv) {
                              {"--device", true}, {"--precision", true}, {"--threads", true},
                              {"--cuda-graph", false}, {"--top-logprobs", true},
                              {"--draft", true}, {"--draft-k", true}, {"--kv", true},
-                             {"--activations", true}, {"--cuda-attention", true}, {"--context", true}});
+                             {"--activations", true}, {"--cuda-attention", true}, {"--context", true},
+                             {"--tp", true}});
     flags.parse(argc, argv, 2);
     GenerateRequest request = request_from_flags(flags);
 
@@ -297,21 +306,38 @@ int cmd_generate(int argc, char** argv) {
     const std::string prompt = flags.get("-p", "");
     set_max_new_tokens(request, tok, prompt, model.config.seq_len);
 
-    const std::unique_ptr<glass::Session> session = make_session(request.backend, model);
-    // --draft: the draft model runs where the model does (no CUDA graph, fp32 inputs).
-    Backend draft_backend = request.backend;
-    draft_backend.cuda_graph = draft_backend.int8_activations = false;
-    std::vector<std::unique_ptr<glass::Model>> draft_models;
-    const std::unique_ptr<glass::Drafter> drafter =
-        request.draft_spec.empty()
-            ? nullptr
-            : drafter_factory(request.draft_spec, model, draft_models,
-                              [&](const glass::Model& m) { return make_session(draft_backend, m); })();
-
-    const Generation g = run_generation(*session, drafter.get(), tok, prompt, request);
-    print_timings(g, drafter.get(), request.draft_k);
-    const double bandwidth_bound = flags.has("--roofline") ? print_roofline(g.result.metrics) : 0.0;
-    if (flags.has("--json")) print_generate_json(prompt, g, request, drafter.get(), bandwidth_bound, tok);
+    // The generation and its report, on one session (rank 0's, under --tp).
+    const auto generate_on = [&](glass::Session& session) {
+        // --draft: the draft model runs where the model does (no CUDA graph, fp32 inputs; under
+        // --tp, whole on rank 0).
+        Backend draft_backend = request.backend;
+        draft_backend.cuda_graph = draft_backend.int8_activations = false;
+        std::vector<std::unique_ptr<glass::Model>> draft_models;
+        const std::unique_ptr<glass::Drafter> drafter =
+            request.draft_spec.empty()
+                ? nullptr
+                : drafter_factory(request.draft_spec, model, draft_models,
+                                  [&](const glass::Model& m) { return make_session(draft_backend, m); })();
+        const Generation g = run_generation(session, drafter.get(), tok, prompt, request);
+        print_timings(g, drafter.get(), request.draft_k);
+        const double bandwidth_bound = flags.has("--roofline") ? print_roofline(g.result.metrics) : 0.0;
+        if (flags.has("--json")) print_generate_json(prompt, g, request, drafter.get(), bandwidth_bound, tok);
+    };
+    if (!flags.has("--tp")) {
+        const std::unique_ptr<glass::Session> session = make_session(request.backend, model);
+        generate_on(*session);
+        return 0;
+    }
+    // --tp N: every rank cuts its shard of the model; rank 0 generates, the others follow its steps.
+    run_group(request.backend.tp, [&](glass::dist::Communicator& comm) {
+        glass::dist::TensorParallelSession session(model, comm, request.backend.kv);
+        if (comm.rank() != 0) {
+            session.follow();
+            return;
+        }
+        generate_on(session);
+        session.finish();
+    });
     return 0;
 }
 

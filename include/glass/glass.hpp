@@ -132,3 +132,6 @@
 #include "glass/dist/thread_communicator.hpp"
 #include "glass/dist/shard.hpp"
 #include "glass/dist/tensor_parallel.hpp"
+#if __has_include(<mpi.h>)  // only programs built with Open MPI's include path (tools/, tests/dist/)
+#include "glass/dist/mpi_communicator.hpp"
+#endif

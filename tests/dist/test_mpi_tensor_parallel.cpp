@@ -1,0 +1,120 @@
+// Tensor parallelism (dist/tensor_parallel.hpp) with each rank a process: ctest runs this as
+// `mpirun -n 2 ...`. Rank 0 drives the session, rank 1 follows; rank 0 also runs the same split
+// with its ranks as threads of this process and compares: the transport must not change a bit.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "glass/checkpoint.hpp"
+#include "glass/dist/mpi_communicator.hpp"
+#include "glass/dist/tensor_parallel.hpp"
+#include "glass/dist/thread_communicator.hpp"
+
+using glass::dist::Communicator;
+using glass::dist::MpiCommunicator;
+using glass::dist::TensorParallelSession;
+using namespace std::chrono_literals;
+
+namespace {
+
+MpiCommunicator* g_world = nullptr;  // made in main
+MpiCommunicator& world() { return *g_world; }
+
+const glass::Model& shipped() {
+    static const glass::Model model = glass::load_llama2c_checkpoint(GLASS_MODELS_DIR "/stories260K.bin");
+    return model;
+}
+
+// The first greedy golden of llama2.c (ground truth: ../shared/goldens).
+nlohmann::json first_greedy_golden() {
+    std::ifstream in(GLASS_SHARED_DIR "/goldens/stories260K_greedy.jsonl");
+    std::string line;
+    REQUIRE(std::getline(in, line));
+    return nlohmann::json::parse(line);
+}
+
+struct Trace {
+    std::vector<int> ids;
+    std::vector<std::vector<float>> logits;
+};
+
+// Rank 0: greedy decoding of `steps` tokens; the other ranks follow until rank 0 finishes.
+Trace drive_or_follow(Communicator& comm, const std::vector<int>& prompt, int steps) {
+    TensorParallelSession s(shipped(), comm);
+    Trace t;
+    if (comm.rank() != 0) {
+        s.follow();
+        return t;
+    }
+    std::span<const float> l = s.prefill(prompt);
+    for (int i = 0; i < steps; ++i) {
+        t.logits.emplace_back(l.begin(), l.end());
+        t.ids.push_back(static_cast<int>(std::max_element(l.begin(), l.end()) - l.begin()));
+        l = s.decode(t.ids.back());
+    }
+    s.finish();
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("mpi tp 2: the greedy golden's ids, and the same bits as the split run on threads") {
+    const nlohmann::json g = first_greedy_golden();
+    const std::vector<int> prompt = g["prompt_ids"].get<std::vector<int>>();
+    const std::vector<int> expected = g["generated_ids"].get<std::vector<int>>();
+    const int steps = static_cast<int>(expected.size());
+    const Trace over_mpi = drive_or_follow(world(), prompt, steps);
+    if (world().rank() != 0) return;
+    CHECK(over_mpi.ids == expected);
+    Trace over_threads;
+    glass::dist::run_ranks(2, [&](Communicator& comm) {
+        Trace t = drive_or_follow(comm, prompt, steps);
+        if (comm.rank() == 0) over_threads = std::move(t);
+    });
+    REQUIRE(over_threads.logits.size() == over_mpi.logits.size());
+    for (size_t i = 0; i < over_mpi.logits.size(); ++i) CHECK(over_mpi.logits[i] == over_threads.logits[i]);
+}
+
+TEST_CASE("mpi tp 2: per decoded token, one all-reduce for the embedding and two per layer, and one gather") {
+    const int n_layers = shipped().config.n_layers;
+    const std::vector<int> prompt = {1, 403, 407};
+    TensorParallelSession s(shipped(), world());
+    if (world().rank() != 0) {
+        world().reset_counters();
+        const std::int64_t steps = s.follow();  // prefill and 4 decodes
+        CHECK(steps == 5);
+        CHECK(world().counters().all_reduce.calls == 5 * (2 * n_layers + 1));
+        CHECK(world().counters().gather.calls == 5);
+        return;
+    }
+    s.prefill(prompt);
+    world().reset_counters();  // after the prefill: rank 1 counts from its start, so 1 more step
+    for (int i = 0; i < 4; ++i) s.decode(400 + i);
+    const glass::dist::CommCounters c = world().counters();
+    CHECK(c.all_reduce.calls == 4 * (2 * n_layers + 1));
+    // Each all-reduce of one row moves dim floats from each of the 2 ranks.
+    CHECK(c.all_reduce.bytes == 4 * (2 * n_layers + 1) * 2 * shipped().config.dim * 4);
+    CHECK(c.gather.calls == 4);
+    s.finish();
+}
+
+int main(int argc, char** argv) {
+    glass::dist::MpiRuntime runtime(&argc, &argv);
+    int failed = 1;
+    {
+        MpiCommunicator world_comm({.patience = 20s});  // below mpirun's --timeout: a stuck rank names itself
+        g_world = &world_comm;
+        doctest::Context context(argc, argv);
+        if (world_comm.rank() != 0) context.setOption("minimal", true);
+        failed = context.run();
+        g_world = nullptr;
+    }
+    return failed;
+}

@@ -1,0 +1,55 @@
+// The group of ranks behind `--tp N` (dist/): Open MPI processes when mpirun started this one,
+// else N threads of this process.
+//
+//   mpirun -np 2 glass generate ... --tp 2   each process is one rank (MpiCommunicator)
+//   glass generate ... --tp 2                ranks 0 and 1 are threads here (run_ranks)
+//
+// body(comm) runs on every rank. Rank 0 is the driver and the only one that prints; a rank that
+// fails under mpirun ends the whole group (abort_group: "glass: rank R: ..." on stderr, every
+// process exits non-zero), so no rank waits for a dead peer.
+#pragma once
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "cli.hpp"
+#include "glass/glass.hpp"
+#ifdef GLASS_HAVE_MPI
+#include "glass/dist/mpi_communicator.hpp"
+#endif
+
+namespace cli {
+
+// --tp: ranks of a tensor-parallel group, 1 .. 64 (absent: 1, no group).
+inline int tensor_parallel_from_flags(const Flags& flags) {
+    const int tp = flags.number<int>("--tp").value_or(1);
+    if (tp < 1 || tp > 64) throw UsageError("--tp must be in [1, 64], got " + std::to_string(tp));
+    return tp;
+}
+
+inline bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+inline void run_group(int ranks, const std::function<void(glass::dist::Communicator&)>& body) {
+    if (!started_by_mpirun()) {
+        glass::dist::run_ranks(ranks, body);
+        return;
+    }
+#ifdef GLASS_HAVE_MPI
+    glass::dist::MpiRuntime runtime;
+    glass::dist::MpiCommunicator comm;
+    if (comm.size() != ranks)
+        comm.abort_group(2, "--tp " + std::to_string(ranks) + " needs mpirun -np " + std::to_string(ranks) +
+                                ", but this group has " + std::to_string(comm.size()) + " processes");
+    try {
+        body(comm);
+    } catch (const std::exception& e) {
+        comm.abort_group(1, e.what());
+    }
+#else
+    glass::fail("mpirun started this glass, but it was built without Open MPI (install libopenmpi-dev and "
+                "rebuild); without mpirun, --tp ", ranks, " runs its ranks as threads of one process");
+#endif
+}
+
+}  // namespace cli
