@@ -30,8 +30,9 @@ namespace {
 //                                         CPU and CUDA alike)
 //   --activations fp32|int8 (CPU)         decode's inputs in int8 blocks, integer dot products
 //                                         (integer weights: q8, q4, the k-quants)
-//   --tp N (CPU reference)                the layers split over N ranks (dist/tensor_parallel.hpp):
-//                                         processes under mpirun -np N, else N threads
+//   --tp N (CPU reference)                every layer split over N ranks (dist/tensor_parallel.hpp)
+//   --pp N (CPU reference)                the layers dealt out to N ranks (dist/pipeline_parallel.hpp)
+//                                         either: processes under mpirun -np N, else N threads
 struct Backend {
     std::string device = "cpu";  // cpu or cuda
     std::string precision;       // "": the file's own type (fast CPU path), fp32 (CUDA)
@@ -40,6 +41,7 @@ struct Backend {
     glass::KvType kv = glass::KvType::fp32;
     bool int8_activations = false;
     int tp = 1;  // --tp: ranks of a tensor-parallel group
+    int pp = 1;  // --pp: stages of a pipeline
 
     // Whether --device cpu means the fast CPU path rather than the plain reference.
     bool fast_cpu() const { return device == "cpu" && (threads || !precision.empty() || int8_activations); }
@@ -101,9 +103,13 @@ Backend backend_from_flags(const Flags& flags) {
     if (b.threads && b.device != "cpu") throw UsageError("--threads applies to --device cpu");
     if (b.threads && (*b.threads < 1 || *b.threads > 256))
         throw UsageError("--threads must be in [1, 256], got " + std::to_string(*b.threads));
-    b.tp = tensor_parallel_from_flags(flags);
-    if (flags.has("--tp") && (b.device != "cpu" || b.fast_cpu()))
-        throw UsageError("--tp splits the CPU reference's layers over ranks: drop --device, --threads, --precision "
+    b.tp = ranks_from_flags(flags, "--tp");
+    b.pp = ranks_from_flags(flags, "--pp");
+    if (flags.has("--tp") && flags.has("--pp"))
+        throw UsageError("give --tp N or --pp N, not both (a group of tp × pp ranks is not built yet)");
+    if ((flags.has("--tp") || flags.has("--pp")) && (b.device != "cpu" || b.fast_cpu()))
+        throw UsageError(std::string(flags.has("--tp") ? "--tp" : "--pp") +
+                         " splits the CPU reference's layers over ranks: drop --device, --threads, --precision "
                          "and --activations");
     return b;
 }
@@ -289,7 +295,7 @@ int cmd_generate(int argc, char** argv) {
                              {"--cuda-graph", false}, {"--top-logprobs", true},
                              {"--draft", true}, {"--draft-k", true}, {"--kv", true},
                              {"--activations", true}, {"--cuda-attention", true}, {"--context", true},
-                             {"--tp", true}});
+                             {"--tp", true}, {"--pp", true}});
     flags.parse(argc, argv, 2);
     GenerateRequest request = request_from_flags(flags);
 
@@ -323,21 +329,25 @@ int cmd_generate(int argc, char** argv) {
         const double bandwidth_bound = flags.has("--roofline") ? print_roofline(g.result.metrics) : 0.0;
         if (flags.has("--json")) print_generate_json(prompt, g, request, drafter.get(), bandwidth_bound, tok);
     };
-    if (!flags.has("--tp")) {
+    if (!flags.has("--tp") && !flags.has("--pp")) {
         const std::unique_ptr<glass::Session> session = make_session(request.backend, model);
         generate_on(*session);
         return 0;
     }
-    // --tp N: every rank cuts its shard of the model; rank 0 generates, the others follow its steps.
-    run_group(request.backend.tp, [&](glass::dist::Communicator& comm) {
-        glass::dist::TensorParallelSession session(model, comm, request.backend.kv);
-        if (comm.rank() != 0) {
-            session.follow();
-            return;
-        }
-        generate_on(session);
-        session.finish();
-    });
+    // --tp N / --pp N: every rank takes its part of the model; rank 0 generates, the others follow.
+    const bool tensor = flags.has("--tp");
+    run_group(tensor ? request.backend.tp : request.backend.pp, tensor ? "--tp" : "--pp",
+              [&](glass::dist::Communicator& comm) {
+                  std::unique_ptr<glass::dist::DrivenSession> session;
+                  if (tensor) session = std::make_unique<glass::dist::TensorParallelSession>(model, comm, request.backend.kv);
+                  else session = std::make_unique<glass::dist::PipelineParallelSession>(model, comm, request.backend.kv);
+                  if (comm.rank() != 0) {
+                      session->follow();
+                      return;
+                  }
+                  generate_on(*session);
+                  session->finish();
+              });
     return 0;
 }
 

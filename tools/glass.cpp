@@ -44,7 +44,7 @@ const Command kCommands[] = {
      "                 [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda]\n"
      "                 [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--threads N] [--cuda-graph]\n"
      "                 [--kv fp32|int8] [--activations fp32|int8] [--cuda-attention standard|flash]\n"
-     "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]] [--context N] [--tp N]\n"
+     "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]] [--context N] [--tp N | --pp N]\n"
      "      -m: a llama2.c checkpoint, a .gguf file or a Hugging Face folder (glass inspect MODEL\n"
      "      says what is in it); a GGUF or a folder brings its own tokenizer (-t overrides it).\n"
      "      --context N: the context window (16 to the model's own; default the model's, at\n"
@@ -75,7 +75,9 @@ const Command kCommands[] = {
      "      --tp N: tensor parallelism (dist/tensor_parallel.hpp) on the CPU reference: every\n"
      "      layer's heads and MLP rows split over N ranks, two all-reduces per layer. Under\n"
      "      `mpirun -np N glass generate ... --tp N` each rank is a process (Open MPI; only\n"
-     "      rank 0 prints); without mpirun the ranks are N threads of this process.\n"},
+     "      rank 0 prints); without mpirun the ranks are N threads of this process.\n"
+     "      --pp N: pipeline parallelism (dist/pipeline_parallel.hpp): the layers dealt out to\n"
+     "      N ranks in order, the residual stream sent from stage to stage; launched the same way.\n"},
     {"chat", cli::cmd_chat,
      "  glass chat [-m MODEL] [-t TOKENIZER] [--chat-template FILE] [--set NAME=JSON]...\n"
      "             [--system TEXT] [--max-new-tokens N] [--temperature T] [--top-p P]\n"

@@ -1,8 +1,8 @@
-// The group of ranks behind `--tp N` (dist/): Open MPI processes when mpirun started this one,
-// else N threads of this process.
+// The group of ranks behind `--tp N` and `--pp N` (dist/): Open MPI processes when mpirun started
+// this one, else N threads of this process.
 //
 //   mpirun -np 2 glass generate ... --tp 2   each process is one rank (MpiCommunicator)
-//   glass generate ... --tp 2                ranks 0 and 1 are threads here (run_ranks)
+//   glass generate ... --pp 2                ranks 0 and 1 are threads here (run_ranks)
 //
 // body(comm) runs on every rank. Rank 0 is the driver and the only one that prints; a rank that
 // fails under mpirun ends the whole group (abort_group: "glass: rank R: ..." on stderr, every
@@ -21,16 +21,17 @@
 
 namespace cli {
 
-// --tp: ranks of a tensor-parallel group, 1 .. 64 (absent: 1, no group).
-inline int tensor_parallel_from_flags(const Flags& flags) {
-    const int tp = flags.number<int>("--tp").value_or(1);
-    if (tp < 1 || tp > 64) throw UsageError("--tp must be in [1, 64], got " + std::to_string(tp));
-    return tp;
+// --tp or --pp: ranks of the group, 1 .. 64 (absent: 1, no group).
+inline int ranks_from_flags(const Flags& flags, const std::string& flag) {
+    const int ranks = flags.number<int>(flag).value_or(1);
+    if (ranks < 1 || ranks > 64) throw UsageError(flag + " must be in [1, 64], got " + std::to_string(ranks));
+    return ranks;
 }
 
 inline bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
-inline void run_group(int ranks, const std::function<void(glass::dist::Communicator&)>& body) {
+// `flag` (--tp or --pp) names the request in messages.
+inline void run_group(int ranks, const std::string& flag, const std::function<void(glass::dist::Communicator&)>& body) {
     if (!started_by_mpirun()) {
         glass::dist::run_ranks(ranks, body);
         return;
@@ -39,7 +40,7 @@ inline void run_group(int ranks, const std::function<void(glass::dist::Communica
     glass::dist::MpiRuntime runtime;
     glass::dist::MpiCommunicator comm;
     if (comm.size() != ranks)
-        comm.abort_group(2, "--tp " + std::to_string(ranks) + " needs mpirun -np " + std::to_string(ranks) +
+        comm.abort_group(2, flag + " " + std::to_string(ranks) + " needs mpirun -np " + std::to_string(ranks) +
                                 ", but this group has " + std::to_string(comm.size()) + " processes");
     try {
         body(comm);
@@ -48,7 +49,7 @@ inline void run_group(int ranks, const std::function<void(glass::dist::Communica
     }
 #else
     glass::fail("mpirun started this glass, but it was built without Open MPI (install libopenmpi-dev and "
-                "rebuild); without mpirun, --tp ", ranks, " runs its ranks as threads of one process");
+                "rebuild); without mpirun, ", flag, " ", ranks, " runs its ranks as threads of one process");
 #endif
 }
 

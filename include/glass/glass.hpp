@@ -130,8 +130,10 @@
 // the forward pass split over them.
 #include "glass/dist/communicator.hpp"
 #include "glass/dist/thread_communicator.hpp"
+#include "glass/dist/driven_session.hpp"
 #include "glass/dist/shard.hpp"
 #include "glass/dist/tensor_parallel.hpp"
+#include "glass/dist/pipeline_parallel.hpp"
 #if __has_include(<mpi.h>)  // only programs built with Open MPI's include path (tools/, tests/dist/)
 #include "glass/dist/mpi_communicator.hpp"
 #endif

@@ -181,13 +181,16 @@ void transformer_block(const ModelConfig& c, const LayerWeights& w, int layer, R
 }
 
 /// The KV storage of one sequence in one KVCache, as transformer_block reads and writes it.
+/// `first_layer`: the model layer the cache's layer 0 holds (a pipeline stage's cache keeps only
+/// its own layers: dist/pipeline_parallel.hpp); 0 for a whole model.
 struct ContiguousKv {
     KVCache& cache;
+    int first_layer = 0;
     void write(int layer, int /*sequence*/, int start, const RowMatrix& k, const RowMatrix& v) {
-        cache.write(layer, start, k, v);
+        cache.write(layer - first_layer, start, k, v);
     }
-    auto keys(int layer, int /*sequence*/, int n) const { return cache.keys(layer, n); }      // a view
-    auto values(int layer, int /*sequence*/, int n) const { return cache.values(layer, n); }
+    auto keys(int layer, int /*sequence*/, int n) const { return cache.keys(layer - first_layer, n); }  // a view
+    auto values(int layer, int /*sequence*/, int n) const { return cache.values(layer - first_layer, n); }
 };
 
 /// One block over the rows x `[n, dim]` of one sequence at positions `cache.length() ..`: the

@@ -33,6 +33,7 @@
 
 #include "glass/checkpoint.hpp"
 #include "glass/dist/communicator.hpp"
+#include "glass/dist/driven_session.hpp"
 #include "glass/dist/shard.hpp"
 #include "glass/kv_cache.hpp"
 #include "glass/session.hpp"
@@ -104,110 +105,38 @@ inline std::vector<float> tensor_parallel_forward(const Model& shard, const Tens
     return classify_split(shard, s, whole.vocab_size, all_positions ? x : RowMatrix(x.bottomRows(1)), comm);
 }
 
-/// \brief A Session whose model is split over the ranks of `comm`: rank 0 is the driver, which
-/// generate(), the CLI and the tests call like any Session; every other rank calls follow(), which
-/// repeats the driver's steps until the driver's finish() (or destructor) ends them.
-///
-/// Each step starts with a broadcast of what to do: {kind, count, argument} and then the ids.
-/// The driver checks a step's input before announcing it, so a bad id is refused at rank 0 and
-/// the workers never see it.
-class TensorParallelSession : public Session {
+/// \brief A Session whose model is split over the ranks of `comm` by heads and MLP units: rank 0
+/// drives it like any Session, every other rank calls follow() (driven_session.hpp).
+class TensorParallelSession : public DrivenSession {
 public:
     /// Every rank cuts its own shard from `whole` (which may be mmap'd: only the slice is copied).
     TensorParallelSession(const Model& whole, Communicator& comm, KvType kv = KvType::fp32)
-        : whole_(whole.config),
+        : DrivenSession(comm),
+          whole_(whole.config),
           split_(tensor_split(whole.config, comm.rank(), comm.size())),
           shard_(shard_model(whole, split_)),
-          cache_(shard_.config, kv),
-          comm_(comm) {}
-    ~TensorParallelSession() override {
-        try {
-            finish();
-        } catch (...) {  // a worker that is gone cannot be told to stop; nothing else to do
-        }
-    }
+          cache_(shard_.config, kv) {}
 
     const ModelConfig& config() const override { return whole_; }
-    int position() const override { return cache_.length(); }
-    KvType kv_type() const override { return cache_.type(); }
     std::int64_t kv_bytes_used() const override { return cache_.bytes_used(shard_.config); }  // this rank's
     std::int64_t weight_bytes() const override { return shard_.weight_bytes; }                // this rank's
     const char* backend_name() const override { return "the CPU reference, tensor-parallel"; }
 
-    void reset() override { announce({Kind::reset, 0, 0}, {}); cache_.clear(); }
-    void rewind(int position) override {
-        check_rewind(position, cache_.length());  // refused here, before any worker hears of it
-        announce({Kind::rewind, 0, position}, {});
-        cache_.rewind(position);
-    }
-    std::span<const float> prefill(std::span<const int> ids) override { return step(Kind::prefill, ids); }
-    std::span<const float> decode(int id) override {  // a decoded token is a prefill of one id
-        const int one[1] = {id};
-        return step(Kind::prefill, one);
-    }
-    std::span<const float> verify(std::span<const int> ids) override { return step(Kind::verify, ids); }
-
-    /// Workers (rank > 0): repeat the driver's steps until it finishes. Returns the steps run.
-    std::int64_t follow() {
-        if (comm_.rank() == 0) fail("follow() is for ranks > 0: rank 0 drives the session");
-        for (std::int64_t steps = 0;; ++steps) {
-            Header h{};
-            comm_.broadcast(std::span<Header>(&h, 1), 0);
-            std::vector<int> ids(static_cast<size_t>(h.count));
-            if (h.count > 0) comm_.broadcast(std::span<int>(ids), 0);
-            switch (h.kind) {
-            case Kind::finish: return steps;
-            case Kind::reset: cache_.clear(); break;
-            case Kind::rewind: cache_.rewind(h.argument); break;
-            case Kind::prefill:
-            case Kind::verify:
-                tensor_parallel_forward(shard_, split_, whole_, cache_, ids, h.kind == Kind::verify, comm_);
-                break;
-            }
-        }
-    }
-    /// Driver: tells the workers to return from follow(). Called by the destructor if not before.
-    void finish() {
-        if (comm_.rank() != 0 || finished_) return;
-        finished_ = true;
-        announce({Kind::finish, 0, 0}, {});
-    }
-
     const TensorSplit& split() const { return split_; }
     const Model& shard() const { return shard_; }
-    Communicator& communicator() { return comm_; }
+
+protected:
+    std::vector<float> forward(std::span<const int> ids, bool all_positions) override {
+        return tensor_parallel_forward(shard_, split_, whole_, cache_, ids, all_positions, communicator());
+    }
+    KVCache& cache() override { return cache_; }
+    const KVCache& cache() const override { return cache_; }
 
 private:
-    enum class Kind : std::int32_t { prefill, verify, reset, rewind, finish };
-    struct Header {
-        Kind kind;
-        std::int32_t count;     // ids that follow
-        std::int32_t argument;  // rewind's position
-    };
-
-    void announce(Header h, std::span<const int> ids) {
-        if (comm_.rank() != 0) fail("rank ", comm_.rank(), " is a worker: only rank 0 drives the session");
-        if (finished_ && h.kind != Kind::finish) fail("this tensor-parallel session has finished");
-        comm_.broadcast(std::span<Header>(&h, 1), 0);
-        if (!ids.empty()) {
-            std::vector<int> copy(ids.begin(), ids.end());
-            comm_.broadcast(std::span<int>(copy), 0);
-        }
-    }
-    std::span<const float> step(Kind kind, std::span<const int> ids) {
-        check_forward_input(whole_, cache_.length(), ids);  // refused here, before any worker hears of it
-        announce({kind, static_cast<std::int32_t>(ids.size()), 0}, ids);
-        logits_ = tensor_parallel_forward(shard_, split_, whole_, cache_, ids, kind == Kind::verify, comm_);
-        return logits_;
-    }
-
     ModelConfig whole_;
     TensorSplit split_;
     Model shard_;
     KVCache cache_;
-    Communicator& comm_;
-    std::vector<float> logits_;
-    bool finished_ = false;
 };
 
 }  // namespace glass::dist

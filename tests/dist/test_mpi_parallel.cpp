@@ -1,6 +1,7 @@
-// Tensor parallelism (dist/tensor_parallel.hpp) with each rank a process: ctest runs this as
-// `mpirun -n 2 ...`. Rank 0 drives the session, rank 1 follows; rank 0 also runs the same split
-// with its ranks as threads of this process and compares: the transport must not change a bit.
+// Tensor and pipeline parallelism (dist/tensor_parallel.hpp, dist/pipeline_parallel.hpp) with each
+// rank a process: ctest runs this as `mpirun -n 2 ...`. Rank 0 drives the session, rank 1 follows;
+// rank 0 also runs the same split with its ranks as threads of this process and compares: the
+// transport must not change a bit. Pipeline stages must give one process's bits.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -14,6 +15,7 @@
 
 #include "glass/checkpoint.hpp"
 #include "glass/dist/mpi_communicator.hpp"
+#include "glass/dist/pipeline_parallel.hpp"
 #include "glass/dist/tensor_parallel.hpp"
 #include "glass/dist/thread_communicator.hpp"
 
@@ -46,8 +48,9 @@ struct Trace {
 };
 
 // Rank 0: greedy decoding of `steps` tokens; the other ranks follow until rank 0 finishes.
+template <typename SplitSession = TensorParallelSession>
 Trace drive_or_follow(Communicator& comm, const std::vector<int>& prompt, int steps) {
-    TensorParallelSession s(shipped(), comm);
+    SplitSession s(shipped(), comm);
     Trace t;
     if (comm.rank() != 0) {
         s.follow();
@@ -103,6 +106,22 @@ TEST_CASE("mpi tp 2: per decoded token, one all-reduce for the embedding and two
     CHECK(c.all_reduce.bytes == 4 * (2 * n_layers + 1) * 2 * shipped().config.dim * 4);
     CHECK(c.gather.calls == 4);
     s.finish();
+}
+
+TEST_CASE("mpi pp 2: one process's logits bit for bit, and the golden's ids") {
+    const nlohmann::json g = first_greedy_golden();
+    const std::vector<int> prompt = g["prompt_ids"].get<std::vector<int>>();
+    const std::vector<int> expected = g["generated_ids"].get<std::vector<int>>();
+    const int steps = static_cast<int>(expected.size());
+    const Trace staged = drive_or_follow<glass::dist::PipelineParallelSession>(world(), prompt, steps);
+    if (world().rank() != 0) return;
+    CHECK(staged.ids == expected);
+    glass::CpuSession one(shipped());
+    std::span<const float> l = one.prefill(prompt);
+    for (int i = 0; i < steps; ++i) {
+        CHECK(std::equal(l.begin(), l.end(), staged.logits[static_cast<size_t>(i)].begin()));
+        l = one.decode(expected[static_cast<size_t>(i)]);
+    }
 }
 
 int main(int argc, char** argv) {
