@@ -1,0 +1,255 @@
+// 29_tensor_parallel — one model over several ranks, each holding a slice of every layer.
+// The split Megatron-LM drew (query/key/value and MLP gate/up by output, the two projections back
+// to the residual stream by input), the two all-reduces per layer it needs, and the proof that the
+// text does not change.
+//
+// In:  the shipped model (stories260K: dim 64, 8 query heads on 4 KV heads of 8, MLP 172,
+//      vocabulary 512, 5 layers) and tok512; the prompt "Once upon a time", greedy, 16 new tokens;
+//      the ranks are threads of this process (dist/thread_communicator.hpp: run_ranks). Llama 3
+//      8B's head counts (32 query heads on 8 KV heads) for the KV heads that must be replicated.
+// Out: 1. per rank, at tp 2 and tp 4 (or --tp N): the query heads, KV heads, MLP units (rows of
+//         W1 and W3, columns of W2) and vocabulary rows it holds (tensor_split), and the bytes of
+//         layer 0 and of weights read per token on that rank against one process (shard_model);
+//         then which KV head each rank keeps when there are more ranks than KV heads;
+//      2. where the ranks talk in one forward pass, and how many all-reduces that makes;
+//      3. greedy text from one process and from tp ranks: the same tokens, the largest relative
+//         gap between their logits, and rank 0's counters (calls and bytes of all-reduce, gather
+//         and broadcast) for the prefill and for every decoded token.
+// Everything printed is computed; tests/test_examples_parallel.cpp recomputes it.
+//
+// Usage: 29_tensor_parallel [--tp N]      N in [1, 8] (must divide the heads and the MLP width)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "glass/checkpoint.hpp"
+#include "glass/dist/shard.hpp"
+#include "glass/dist/tensor_parallel.hpp"
+#include "glass/dist/thread_communicator.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
+#include "glass/sampling.hpp"
+#include "glass/transformer.hpp"
+
+namespace {
+
+using glass::dist::CommCounters;
+using glass::dist::TensorSplit;
+
+const char* kPrompt = "Once upon a time";
+constexpr int kNewTokens = 16;
+
+// "a-b": the first and last of `count` items starting at `begin`.
+std::string range(int begin, int count) { return std::to_string(begin) + "-" + std::to_string(begin + count - 1); }
+
+// Text with its newlines shown as \n, so that each token stays on one line.
+std::string shown(std::string s) {
+    for (size_t at = s.find('\n'); at != std::string::npos; at = s.find('\n', at + 2)) s.replace(at, 1, "\\n");
+    return s;
+}
+
+// Bytes of one layer's weights as a model holds them (matrices, biases and norm gains).
+std::int64_t layer_bytes(const glass::LayerWeights& w) {
+    const std::int64_t floats = w.wq.size() + w.wk.size() + w.wv.size() + w.wo.size() + w.w1.size() + w.w2.size() +
+                                w.w3.size() + w.bq.size() + w.bk.size() + w.bv.size() + w.rms_att.size() +
+                                w.rms_ffn.size() + w.q_norm.size() + w.k_norm.size() + w.post_attention_norm.size() +
+                                w.post_mlp_norm.size();
+    return 4 * floats;
+}
+
+// 1. Who holds what at tp ranks, and the bytes each rank holds of layer 0 and reads per token.
+void show_split(const glass::Model& m, int tp) {
+    const glass::ModelConfig& c = m.config;
+    std::printf("  tp %d        query   KV      MLP units:        vocabulary   bytes of   weight bytes read\n", tp);
+    std::printf("              heads   heads   W1, W3 rows and   rows         layer 0    per token\n");
+    std::printf("                              W2 columns\n");
+    for (int r = 0; r < tp; ++r) {
+        const TensorSplit s = glass::dist::tensor_split(c, r, tp);
+        const glass::Model shard = glass::dist::shard_model(m, s);
+        std::printf("  rank %d/%d    %-7s %-7s %-17s %-12s %-10lld %lld\n", r, tp, range(s.head_begin, s.heads).c_str(),
+                    range(s.kv_head_begin, s.kv_heads).c_str(), range(s.hidden_begin, s.hidden).c_str(),
+                    range(s.vocab_begin, s.vocab).c_str(), static_cast<long long>(layer_bytes(shard.layers[0])),
+                    static_cast<long long>(shard.weight_bytes));
+    }
+    std::printf("  one process %-7s %-7s %-17s %-12s %-10lld %lld\n\n", range(0, c.n_heads).c_str(),
+                range(0, c.n_kv_heads).c_str(), range(0, c.hidden_dim).c_str(), range(0, c.vocab_size).c_str(),
+                static_cast<long long>(layer_bytes(m.layers[0])), static_cast<long long>(m.weight_bytes));
+}
+
+// 1b. More ranks than KV heads: each rank keeps the KV head its query heads read.
+void show_replicated_kv() {
+    glass::ModelConfig llama3;
+    llama3.n_heads = 32;
+    llama3.n_kv_heads = 8;
+    llama3.hidden_dim = 14336;
+    llama3.vocab_size = 128256;
+    for (int tp : {8, 16}) {
+        std::printf("  Llama 3 8B's 32 query heads on 8 KV heads at tp %2d, KV head of each rank:", tp);
+        for (int r = 0; r < tp; ++r) std::printf(" %d", glass::dist::tensor_split(llama3, r, tp).kv_head_begin);
+        std::printf("\n");
+    }
+}
+
+// 2. The ranks' conversations in one forward pass of n positions.
+void show_talk(const glass::ModelConfig& c, int tp) {
+    const TensorSplit s = glass::dist::tensor_split(c, 0, tp);
+    std::printf("  embedding   each rank writes the rows of the ids in its vocabulary slice, zeros elsewhere\n");
+    std::printf("              -> all-reduce [n, %d]: every row completed by the one rank that holds it\n", c.dim);
+    std::printf("  each layer  attention over my %d heads -> Wo's columns of my heads: a partial sum [n, %d]\n", s.heads,
+                c.dim);
+    std::printf("              -> all-reduce, then added to the residual stream\n");
+    std::printf("              MLP over my %d units -> W2's columns of my units: a partial sum [n, %d]\n", s.hidden, c.dim);
+    std::printf("              -> all-reduce, then added to the residual stream\n");
+    std::printf("  classifier  my %d vocabulary rows of the logits -> gather at rank 0 -> [%d]\n", s.vocab_stride,
+                c.vocab_size);
+    std::printf("  all-reduces per forward pass: 1 + 2 x %d layers = %d\n\n", c.n_layers, 1 + 2 * c.n_layers);
+}
+
+// One greedy run: the ids after the prompt, each step's logits, and (tensor parallel) rank 0's
+// counters after the prefill and after each decode step.
+struct Run {
+    std::vector<int> ids;
+    std::vector<std::vector<float>> logits;
+    std::vector<CommCounters> counters;
+    double seconds = 0;
+};
+
+void greedy(glass::Session& s, const std::vector<int>& prompt, Run& run, const glass::dist::Communicator* comm) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::span<const float> l = s.prefill(prompt);
+    for (int i = 0;; ++i) {
+        if (comm) run.counters.push_back(comm->counters());
+        run.logits.emplace_back(l.begin(), l.end());
+        run.ids.push_back(glass::sample_argmax(l));
+        if (i + 1 == kNewTokens) break;
+        l = s.decode(run.ids.back());
+    }
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Run tensor_parallel_run(const glass::Model& m, int tp, const std::vector<int>& prompt) {
+    Run run;
+    glass::dist::run_ranks(tp, [&](glass::dist::Communicator& comm) {
+        glass::dist::TensorParallelSession s(m, comm);
+        if (comm.rank() != 0) {
+            s.follow();
+            return;
+        }
+        comm.reset_counters();  // count the steps only
+        greedy(s, prompt, run, &comm);
+        s.finish();
+    });
+    return run;
+}
+
+// Largest |a - b| / max|b| over every step's logits.
+double largest_relative_gap(const Run& a, const Run& b) {
+    double worst = 0;
+    for (size_t step = 0; step < b.logits.size(); ++step) {
+        double gap = 0, scale = 0;
+        for (size_t i = 0; i < b.logits[step].size(); ++i) {
+            gap = std::max(gap, std::fabs(double(a.logits[step][i]) - b.logits[step][i]));
+            scale = std::max(scale, std::fabs(double(b.logits[step][i])));
+        }
+        worst = std::max(worst, gap / scale);
+    }
+    return worst;
+}
+
+std::string text_of(const glass::Llama2cTokenizer& tok, int prev, const std::vector<int>& ids) {
+    std::string text;
+    for (int id : ids) text += tok.decode(prev, id), prev = id;
+    return text;
+}
+
+// "word N" and "\"text\"", appended piece by piece (GCC 12 reports `"literal" + std::string` as a
+// possible overlap once inlined: a false positive).
+std::string labelled(const char* word, size_t n) {
+    std::string s = word;
+    s += std::to_string(n);
+    return s;
+}
+std::string quoted(const std::string& text) {
+    std::string s = "\"";
+    s += text;
+    s += '"';
+    return s;
+}
+
+// One row of the counters table: what rank 0 did between two snapshots.
+void show_counters(const std::string& label, const std::string& token, const CommCounters& a, const CommCounters& b) {
+    std::printf("  %-11s %-10s %-6lld %-8lld %-6lld %-8lld %-6lld %lld\n", label.c_str(), token.c_str(),
+                static_cast<long long>(b.all_reduce.calls - a.all_reduce.calls),
+                static_cast<long long>(b.all_reduce.bytes - a.all_reduce.bytes),
+                static_cast<long long>(b.gather.calls - a.gather.calls),
+                static_cast<long long>(b.gather.bytes - a.gather.bytes),
+                static_cast<long long>(b.broadcast.calls - a.broadcast.calls),
+                static_cast<long long>(b.broadcast.bytes - a.broadcast.bytes));
+}
+
+// 3. One process and tp ranks, greedy; the text, the logits' gap and rank 0's counters.
+void show_generation(const glass::Model& m, const glass::Llama2cTokenizer& tok, int tp) {
+    const std::vector<int> prompt = tok.encode(kPrompt, tok.adds_bos(), false);
+    Run one;
+    glass::CpuSession session(m);
+    greedy(session, prompt, one, nullptr);
+    const Run split = tensor_parallel_run(m, tp, prompt);
+    std::printf("  one process: %s%s\n", kPrompt, shown(text_of(tok, prompt.back(), one.ids)).c_str());
+    std::printf("  tp %d:        %s%s\n", tp, kPrompt, shown(text_of(tok, prompt.back(), split.ids)).c_str());
+    std::printf("  same tokens: %s\n", one.ids == split.ids ? "yes" : "NO");
+    std::printf("  largest relative logit gap, tp %d vs one process, over %d steps: %.1e\n\n", tp, kNewTokens,
+                largest_relative_gap(split, one));
+
+    std::printf("  rank 0's counters (bytes as communicator.hpp counts them)\n");
+    std::printf("              gives      all-reduce      gather          broadcast\n");
+    std::printf("                         calls  bytes    calls  bytes    calls  bytes\n");
+    show_counters(labelled("prefill ", prompt.size()), quoted(shown(tok.decode(prompt.back(), split.ids[0]))),
+                  CommCounters{}, split.counters[0]);
+    for (size_t i = 1; i < split.counters.size(); ++i)
+        show_counters(labelled("decode ", i), quoted(shown(tok.decode(split.ids[i - 1], split.ids[i]))),
+                      split.counters[i - 1], split.counters[i]);
+    const CommCounters& total = split.counters.back();
+    const TensorSplit s = glass::dist::tensor_split(m.config, 0, tp);
+    std::printf("  all-reduce bytes per call and position: %d floats x 4 B x %d ranks = %d (every rank's partial,\n"
+                "    gathered and added in rank order)\n", m.config.dim, tp, m.config.dim * 4 * tp);
+    std::printf("  gather bytes per position: rank 0's own slice, %d floats x 4 B = %d\n", s.vocab_stride,
+                s.vocab_stride * 4);
+    std::printf("  broadcast: what to do next, then the ids (4 B each)\n");
+    std::printf("  seconds in all-reduce at rank 0 (waiting for the slower rank included): %.4f of %.4f\n",
+                total.all_reduce.seconds, split.seconds);
+}
+
+}  // namespace
+
+static int run(int argc, char** argv) {
+    int tp = 0;  // 0: draw tp 2 and 4, generate with 2
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--tp") == 0 && i + 1 < argc) tp = example::int_arg(argv[++i], "--tp", 1, 8);
+        else glass::fail("unknown argument '", argv[i], "' (usage: 29_tensor_parallel [--tp N])");
+    }
+    const glass::Model model = glass::load_llama2c_checkpoint(std::string(GLASS_MODELS_DIR) + "/stories260K.bin");
+    const auto tok = glass::Llama2cTokenizer::load(std::string(GLASS_MODELS_DIR) + "/tok512.bin", model.config.vocab_size);
+    const glass::ModelConfig& c = model.config;
+    if (tp > 0) glass::dist::tensor_split(c, 0, tp);  // a split that does not divide is refused before any output
+
+    std::printf("1. Who holds what: stories260K (dim %d; %d query heads on %d KV heads of %d; MLP %d; vocabulary %d;\n"
+                "   %d layers) split by tensor_split and copied by shard_model\n\n",
+                c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim, c.vocab_size, c.n_layers);
+    for (int t : tp == 0 ? std::vector<int>{2, 4} : std::vector<int>{tp}) show_split(model, t);
+    show_replicated_kv();
+
+    const int gen_tp = tp == 0 ? 2 : tp;
+    std::printf("\n2. Where the ranks talk, in a forward pass over n positions (n = 1 when decoding), tp %d\n\n", gen_tp);
+    show_talk(c, gen_tp);
+
+    std::printf("3. Greedy, %d tokens: one process, then %d ranks (threads of this process)\n\n", kNewTokens, gen_tp);
+    show_generation(model, tok, gen_tp);
+    return 0;
+}
+
+int main(int argc, char** argv) { return example::run_reporting_errors(run, argc, argv); }

@@ -1,0 +1,195 @@
+// The example that splits the model over ranks (29_tensor_parallel): run it and check what it
+// prints against values derived here on their own: the ranges from the Megatron rule (equal
+// slices of heads, units and vocabulary rows), bytes from the config's shapes, the all-reduce
+// count and sizes from the number of layers, the text from a one-process greedy run and the
+// llama2.c golden. Never by comparing the program with itself.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "example_output.hpp"
+#include "test_support.hpp"
+
+using test::example_output::greedy_golden;
+using test::example_output::lines_starting;
+using test::example_output::numbers;
+using test::example_output::run_example;
+using test::value_of;
+
+namespace {
+
+// One row of section 1: the first and last query head, KV head, MLP unit and vocabulary row, and
+// the bytes of layer 0 and of weights read per token.
+struct SplitRow {
+    int head[2], kv[2], hidden[2], vocab[2];
+    long long layer_bytes, weight_bytes;
+};
+
+SplitRow parse_split_row(const std::string& line, const char* format_head) {
+    SplitRow r{};
+    const std::string format = std::string(format_head) + " %d-%d %d-%d %d-%d %d-%d %lld %lld";
+    const int n = std::sscanf(line.c_str(), format.c_str(), &r.head[0], &r.head[1], &r.kv[0], &r.kv[1], &r.hidden[0],
+                              &r.hidden[1], &r.vocab[0], &r.vocab[1], &r.layer_bytes, &r.weight_bytes);
+    REQUIRE_MESSAGE(n == 10, "cannot read the split row '" << line << "'");
+    return r;
+}
+
+// Bytes of one layer holding `heads` query heads, `kv_heads` KV heads and `hidden` MLP units:
+// Wq and Wo [heads·head_dim × dim], Wk and Wv [kv_heads·head_dim × dim], W1, W2, W3
+// [hidden × dim], and the two norm gains [dim] (stories260K has no biases or extra norms).
+long long layer_bytes(const glass::ModelConfig& c, int heads, int kv_heads, int hidden) {
+    const long long hd = c.head_dim, dim = c.dim;
+    return 4 * (2 * heads * hd * dim + 2 * kv_heads * hd * dim + 3LL * hidden * dim + 2 * dim);
+}
+
+// Weights read per token: every layer, the final norm and the classifier rows (the embedding
+// lookup reads one row).
+long long weight_bytes(const glass::ModelConfig& c, int heads, int kv_heads, int hidden, int vocab) {
+    return c.n_layers * layer_bytes(c, heads, kv_heads, hidden) + 4LL * c.dim + 4LL * vocab * c.dim;
+}
+
+// Section 1 for `tp` ranks: every rank's row against the even split, then the one-process row.
+void check_split(const std::string& out, int tp) {
+    const glass::ModelConfig& c = test::shipped().config;
+    const int heads = c.n_heads / tp, kv = c.n_kv_heads / tp, hidden = c.hidden_dim / tp;
+    const int vocab = (c.vocab_size + tp - 1) / tp;
+    REQUIRE(kv >= 1);  // tp ≤ n_kv_heads here: KV heads split like query heads
+    for (int r = 0; r < tp; ++r) {
+        const std::string label = "  rank " + std::to_string(r) + "/" + std::to_string(tp) + " ";
+        const std::vector<std::string> rows = lines_starting(out, label);
+        REQUIRE(rows.size() == 1);
+        const SplitRow row = parse_split_row(rows[0], ("  rank " + std::to_string(r) + "/" + std::to_string(tp)).c_str());
+        INFO("tp " << tp << " rank " << r);
+        CHECK(row.head[0] == r * heads);
+        CHECK(row.head[1] == (r + 1) * heads - 1);
+        CHECK(row.kv[0] == r * kv);
+        CHECK(row.kv[1] == (r + 1) * kv - 1);
+        CHECK(row.hidden[0] == r * hidden);
+        CHECK(row.hidden[1] == (r + 1) * hidden - 1);
+        CHECK(row.vocab[0] == r * vocab);
+        CHECK(row.vocab[1] == std::min(c.vocab_size, (r + 1) * vocab) - 1);
+        CHECK(row.layer_bytes == layer_bytes(c, heads, kv, hidden));
+        CHECK(row.weight_bytes == weight_bytes(c, heads, kv, hidden, std::min(c.vocab_size, (r + 1) * vocab) - r * vocab));
+        // The library agrees with the rule (a second opinion on the same ranges).
+        const glass::dist::TensorSplit s = glass::dist::tensor_split(c, r, tp);
+        CHECK(s.head_begin == row.head[0]);
+        CHECK(s.hidden_begin == row.hidden[0]);
+        CHECK(s.vocab_begin == row.vocab[0]);
+    }
+    for (const std::string& line : lines_starting(out, "  one process ")) {
+        const SplitRow whole = parse_split_row(line, "  one process");
+        CHECK(whole.head[1] == c.n_heads - 1);
+        CHECK(whole.kv[1] == c.n_kv_heads - 1);
+        CHECK(whole.hidden[1] == c.hidden_dim - 1);
+        CHECK(whole.vocab[1] == c.vocab_size - 1);
+        CHECK(whole.layer_bytes == layer_bytes(c, c.n_heads, c.n_kv_heads, c.hidden_dim));
+        CHECK(whole.weight_bytes == test::shipped().weight_bytes);
+        CHECK(whole.weight_bytes == weight_bytes(c, c.n_heads, c.n_kv_heads, c.hidden_dim, c.vocab_size));
+    }
+}
+
+// Section 3: the text against one process and the golden; rank 0's counters against the
+// formulas: 1 + 2·n_layers all-reduces of n × dim floats per pass, counted × 4 B × tp; one gather
+// of rank 0's ⌈vocab / tp⌉ logits per position; a broadcast of the step and of its n ids.
+void check_generation(const std::string& out, int tp) {
+    const glass::ModelConfig& c = test::shipped().config;
+    const nlohmann::json golden = greedy_golden("Once upon a time", 32);
+    const std::vector<int> prompt_ids = test::ids_of(golden["prompt_ids"]);
+    const std::vector<int> golden_ids = test::ids_of(golden["generated_ids"]);
+    const int n_prompt = static_cast<int>(prompt_ids.size());
+
+    glass::CpuSession session(test::shipped());
+    glass::GenerateOptions options;
+    options.sampling.temperature = 0;
+    options.max_new_tokens = 16;
+    const glass::GenerateResult one = glass::generate(session, test::shipped_tok(), "Once upon a time", options);
+    REQUIRE(one.generated_ids == std::vector<int>(golden_ids.begin(), golden_ids.begin() + 16));
+    CHECK(value_of(out, "  one process") == "Once upon a time" + one.text);
+    const std::string tp_label = "  tp " + std::to_string(tp) + ":";
+    const std::vector<std::string> tp_text = lines_starting(out, tp_label);
+    REQUIRE(tp_text.size() == 1);
+    CHECK(tp_text[0] == tp_label + "        Once upon a time" + one.text);
+    CHECK(value_of(out, "  same tokens") == "yes");
+    const std::vector<double> gap =
+        numbers(value_of(out, "  largest relative logit gap, tp " + std::to_string(tp) + " vs one process, over 16 steps"));
+    REQUIRE(gap.size() == 1);
+    CHECK(gap[0] <= 1e-5);  // fp32: Wo's and W2's sums in tp pieces instead of one (tensor_parallel.hpp)
+
+    const long long passes = 1 + 2LL * c.n_layers;
+    const long long all_reduce_per_position = passes * c.dim * 4LL * tp;
+    const long long gather = 4LL * ((c.vocab_size + tp - 1) / tp);
+    // The last six numbers of a row: all-reduce, gather and broadcast calls and bytes.
+    const auto counters = [](const std::string& line) {
+        const std::vector<double> v = numbers(line);
+        REQUIRE(v.size() >= 6);
+        std::vector<long long> last;
+        for (auto x = v.end() - 6; x != v.end(); ++x) last.push_back(static_cast<long long>(*x));
+        return last;
+    };
+    const std::vector<std::string> prefill = lines_starting(out, "  prefill " + std::to_string(n_prompt) + " ");
+    REQUIRE(prefill.size() == 1);
+    const std::vector<long long> p = counters(prefill[0]);
+    CHECK(p[0] == passes);
+    CHECK(p[1] == all_reduce_per_position * n_prompt);
+    CHECK(p[2] == 1);
+    CHECK(p[3] == gather);  // the last position's logits only
+    CHECK(p[4] == 2);
+    CHECK(prefill[0].find("\"" + test::shipped_tok().decode(prompt_ids.back(), golden_ids[0]) + "\"") != std::string::npos);
+    const std::vector<std::string> decodes = lines_starting(out, "  decode ");
+    REQUIRE(decodes.size() == 15);  // 16 tokens: the prefill gives the first, each decode one more
+    for (size_t i = 0; i < decodes.size(); ++i) {
+        INFO(decodes[i]);
+        const std::vector<long long> d = counters(decodes[i]);
+        CHECK(d[0] == passes);
+        CHECK(d[1] == all_reduce_per_position);
+        CHECK(d[2] == 1);
+        CHECK(d[3] == gather);
+        CHECK(d[4] == 2);
+        CHECK(p[5] - d[5] == 4LL * (n_prompt - 1));  // the same header, n_prompt ids instead of 1
+        // The token this step gives: the golden's next id, as the tokenizer spells it.
+        const std::string piece = test::shipped_tok().decode(golden_ids[i], golden_ids[i + 1]);
+        CHECK(decodes[i].find("\"" + piece + "\"") != std::string::npos);
+    }
+    const std::vector<double> per_call = numbers(value_of(out, "  all-reduce bytes per call and position"));
+    CHECK(per_call == std::vector<double>{double(c.dim), 4.0, double(tp), double(c.dim * 4 * tp)});
+    const std::vector<double> per_gather = numbers(value_of(out, "  gather bytes per position"));
+    CHECK(per_gather.back() == double(gather));
+}
+
+}  // namespace
+
+TEST_CASE("example 29_tensor_parallel: each rank's heads, units, vocabulary rows and bytes; the same text as one process; two all-reduces per layer") {
+    const test::Run r = run_example("29_tensor_parallel");
+    check_split(r.out, 2);
+    check_split(r.out, 4);
+    CHECK(lines_starting(r.out, "  one process ").size() == 2);  // the last row of tp 2's table and of tp 4's
+
+    // More ranks than KV heads (Llama 3 8B: 32 query heads on 8): a rank keeps the KV head its
+    // query heads read, head_begin / 4 with 32 / tp query heads each.
+    for (int tp : {8, 16}) {
+        char label[96];
+        std::snprintf(label, sizeof label, "  Llama 3 8B's 32 query heads on 8 KV heads at tp %2d, KV head of each rank", tp);
+        const std::vector<double> kv = numbers(value_of(r.out, label));
+        REQUIRE(kv.size() == static_cast<size_t>(tp));
+        for (int rank = 0; rank < tp; ++rank) CHECK(kv[static_cast<size_t>(rank)] == rank * (32 / tp) / 4);
+    }
+
+    const glass::ModelConfig& c = test::shipped().config;
+    CHECK(numbers(value_of(r.out, "  all-reduces per forward pass")).back() == 1 + 2 * c.n_layers);
+    check_generation(r.out, 2);
+}
+
+TEST_CASE("example 29_tensor_parallel --tp 4: the same text; splits that do not divide are refused by name") {
+    const test::Run r = run_example("29_tensor_parallel", "--tp 4");
+    check_split(r.out, 4);
+    CHECK(lines_starting(r.out, "  rank 0/2 ").empty());
+    check_generation(r.out, 4);
+
+    const test::Run eight = test::run(test::bin_dir() + "/29_tensor_parallel --tp 8");
+    CHECK(eight.exit_code == 1);
+    CHECK(eight.err.find("hidden_dim 172") != std::string::npos);
+    CHECK(eight.out.empty());  // refused before any output
+    const test::Run three = test::run(test::bin_dir() + "/29_tensor_parallel --tp 3");
+    CHECK(three.exit_code == 1);
+    CHECK(three.err.find("8 heads") != std::string::npos);
+}
