@@ -73,9 +73,9 @@ const Command kCommands[] = {
      "      smaller llama2.c checkpoint with the same vocabulary. --json adds draft_proposed,\n"
      "      draft_accepted, acceptance_rate and target_passes.\n"
      "      --tp N: tensor parallelism (dist/tensor_parallel.hpp) on the CPU reference: every\n"
-     "      layer's heads and MLP rows split over N ranks, two all-reduces per layer. Under\n"
-     "      `mpirun -np N glass generate ... --tp N` each rank is a process (Open MPI; only\n"
-     "      rank 0 prints); without mpirun the ranks are N threads of this process.\n"
+     "      layer's heads and MLP rows split over N ranks, two all-reduces per layer. Started\n"
+     "      by mpirun with N processes, each rank is a process (Open MPI; only rank 0 prints);\n"
+     "      without mpirun the ranks are N threads of this process.\n"
      "      --pp N: pipeline parallelism (dist/pipeline_parallel.hpp): the layers dealt out to\n"
      "      N ranks in order, the residual stream sent from stage to stage; launched the same way.\n"},
     {"chat", cli::cmd_chat,
