@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "args.hpp"
 #include "glass/checkpoint.hpp"
 #include "glass/dist/shard.hpp"
+#include "glass/dist/parallel_session.hpp"
 #include "glass/dist/tensor_parallel.hpp"
 #include "glass/dist/thread_communicator.hpp"
 #include "glass/formats/llama2c_tokenizer.hpp"
@@ -119,11 +121,11 @@ struct Run {
     double seconds = 0;
 };
 
-void greedy(glass::Session& s, const std::vector<int>& prompt, Run& run, const glass::dist::Communicator* comm) {
+void greedy(glass::Session& s, const std::vector<int>& prompt, Run& run, const std::function<CommCounters()>& snapshot) {
     const auto t0 = std::chrono::steady_clock::now();
     std::span<const float> l = s.prefill(prompt);
     for (int i = 0;; ++i) {
-        if (comm) run.counters.push_back(comm->counters());
+        if (snapshot) run.counters.push_back(snapshot());
         run.logits.emplace_back(l.begin(), l.end());
         run.ids.push_back(glass::sample_argmax(l));
         if (i + 1 == kNewTokens) break;
@@ -141,7 +143,14 @@ Run tensor_parallel_run(const glass::Model& m, int tp, const std::vector<int>& p
             return;
         }
         comm.reset_counters();  // count the steps only
-        greedy(s, prompt, run, &comm);
+        s.stage_group().reset_counters();
+        // The all-reduces and the gather run in the ranks' tensor-parallel group (a SubCommunicator:
+        // here every rank), each step's broadcast in the whole group.
+        greedy(s, prompt, run, [&] {
+            CommCounters c = s.stage_group().counters();
+            c.broadcast = comm.counters().broadcast;
+            return c;
+        });
         s.finish();
     });
     return run;

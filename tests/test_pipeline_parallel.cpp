@@ -1,45 +1,25 @@
-// Pipeline parallelism on the CPU reference (dist/pipeline_parallel.hpp), with the ranks as threads
-// of this process; tests/dist/ runs it over Open MPI processes. Stages run the same operations in
-// the same order as one process, so every check here is bit for bit.
+// Pipeline parallelism on the CPU reference (dist/pipeline_parallel.hpp, dist/parallel_session.hpp),
+// alone and with a tensor-parallel group per stage, the ranks as threads of this process;
+// tests/dist/ runs it over Open MPI processes. Stages run the same operations in the same order
+// as one process (or as tp ranks alone), so every check here is bit for bit.
 #include <doctest/doctest.h>
 
 #include "glass/glass.hpp"
+#include "parallel_support.hpp"
 #include "test_support.hpp"
 
 using glass::dist::Communicator;
 using glass::dist::PipelineParallelSession;
 using glass::dist::PipelineStage;
 
+using test::greedy_trace;
+using test::grid_trace;
+using test::Trace;
+
 namespace {
 
-struct Trace {
-    std::vector<int> ids;
-    std::vector<std::vector<float>> logits;
-};
-
-Trace greedy_trace(glass::Session& s, std::span<const int> prompt, int steps) {
-    Trace t;
-    std::span<const float> l = s.prefill(prompt);
-    for (int i = 0; i < steps; ++i) {
-        t.logits.emplace_back(l.begin(), l.end());
-        t.ids.push_back(static_cast<int>(std::max_element(l.begin(), l.end()) - l.begin()));
-        l = s.decode(t.ids.back());
-    }
-    return t;
-}
-
 Trace pipeline_trace(const glass::Model& m, int pp, std::span<const int> prompt, int steps) {
-    Trace t;
-    glass::dist::run_ranks(pp, [&](Communicator& comm) {
-        PipelineParallelSession s(m, comm);
-        if (comm.rank() != 0) {
-            s.follow();
-            return;
-        }
-        t = greedy_trace(s, prompt, steps);
-        s.finish();
-    });
-    return t;
+    return grid_trace(m, {.tp = 1, .pp = pp}, prompt, steps);
 }
 
 }  // namespace
@@ -65,24 +45,18 @@ TEST_CASE("pipeline_stage: layers dealt out in order, the first stages one more;
 
 TEST_CASE("pp 2, 3 and 5 on the shipped model: one process's logits bit for bit, the greedy goldens' ids") {
     const glass::Model& m = test::shipped();
-    bool first = true;
-    for (const nlohmann::json& g : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
-        if (g["temperature"].get<double>() != 0.0) continue;
-        const std::vector<int> prompt = test::ids_of(g["prompt_ids"]);
-        const std::vector<int> expected = test::ids_of(g["generated_ids"]);
-        const int steps = static_cast<int>(expected.size());
-        INFO("golden " << g["case"]);
-        CHECK(pipeline_trace(m, 2, prompt, steps).ids == expected);
-        if (!first) continue;
-        first = false;
-        glass::CpuSession one(m);
-        const Trace reference = greedy_trace(one, prompt, steps);
-        for (const int pp : {2, 3, 5}) {
-            INFO("pp " << pp);
-            CHECK(pipeline_trace(m, pp, prompt, steps).logits == reference.logits);
-        }
+    const std::vector<test::GreedyGolden> goldens = test::greedy_goldens();
+    REQUIRE(goldens.size() >= 30);
+    for (const test::GreedyGolden& g : goldens) {
+        INFO("golden " << g.name);
+        CHECK(pipeline_trace(m, 2, g.prompt, g.steps()).ids == g.expected);
     }
-    CHECK_FALSE(first);
+    glass::CpuSession one(m);
+    const Trace reference = greedy_trace(one, goldens[0].prompt, goldens[0].steps());
+    for (const int pp : {2, 3, 5}) {
+        INFO("pp " << pp);
+        CHECK(pipeline_trace(m, pp, goldens[0].prompt, goldens[0].steps()).logits == reference.logits);
+    }
 }
 
 TEST_CASE("every family on 2 and 3 stages: layer-numbered windows and RoPE bases stay right, bit for bit") {
@@ -129,4 +103,44 @@ TEST_CASE("pp 2: verify, rewind and reset as one process does; each stage holds 
     // rank 0 counted after the verify: 5 positions × its 3 layers × K and V; rank 1 after the reset.
     CHECK(kv_bytes[0] == 5 * 3 * 2 * m.config.kv_dim() * 4);
     CHECK(kv_bytes[1] == 0);
+}
+
+TEST_CASE("tp 2 × pp 2 on 4 ranks: tp 2's logits bit for bit (the same shards, the same sums), the golden's ids") {
+    const glass::Model& m = test::shipped();
+    const test::GreedyGolden g = test::greedy_goldens().at(0);
+    const std::vector<int>& prompt = g.prompt;
+    const std::vector<int>& expected = g.expected;
+    const int steps = g.steps();
+    const Trace grid = grid_trace(m, {.tp = 2, .pp = 2}, prompt, steps);
+    CHECK(grid.ids == expected);
+    CHECK(grid.logits == grid_trace(m, {.tp = 2, .pp = 1}, prompt, steps).logits);
+    const std::vector<int> small = {1, 5, 17, 33, 60, 2, 71};  // inside the family models' 96 ids
+    for (const char* family : {"qwen3", "gemma3"}) {
+        INFO(family);
+        const glass::Model f = glass::fast::random_family_model(glass::fast::small_family_config(family), 5);
+        CHECK(grid_trace(f, {.tp = 2, .pp = 2}, small, 10).logits == grid_trace(f, {.tp = 2, .pp = 1}, small, 10).logits);
+    }
+}
+
+TEST_CASE("the grid's places: rank r at stage r / tp, tensor rank r mod tp; a grid the group does not fill is refused") {
+    const glass::ModelConfig c = test::shipped().config;
+    const glass::dist::RankPlace p = glass::dist::rank_place(c, {.tp = 2, .pp = 2}, 3, 4);
+    CHECK(p.stage.rank == 1);
+    CHECK(p.stage.first_layer == 3);
+    CHECK(p.split.rank == 1);
+    CHECK(p.split.head_begin == 4);
+    CHECK(glass::dist::stage_members({.tp = 2, .pp = 2}, 1) == std::vector<int>{2, 3});
+    CHECK_THROWS_WITH_AS(glass::dist::rank_place(c, {.tp = 2, .pp = 2}, 0, 3), doctest::Contains("needs 4 ranks"),
+                         glass::Error);
+    // Each rank of the grid holds about a quarter of the layers' weights.
+    std::vector<std::int64_t> bytes(4);
+    glass::dist::run_ranks(4, [&](Communicator& comm) {
+        glass::dist::ParallelSession s(test::shipped(), comm, {.tp = 2, .pp = 2});
+        bytes[static_cast<size_t>(comm.rank())] = s.weight_bytes();
+        if (comm.rank() == 0) s.finish();
+        else s.follow();
+    });
+    const std::int64_t sum = bytes[0] + bytes[1] + bytes[2] + bytes[3];
+    CHECK(sum >= test::shipped().weight_bytes);            // the norms are copied to every rank
+    CHECK(sum < test::shipped().weight_bytes * 11 / 10);
 }

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "glass/glass.hpp"
+#include "parallel_support.hpp"
 #include "relative_error.hpp"
 #include "test_support.hpp"
 
@@ -16,40 +17,12 @@ using glass::dist::TensorSplit;
 
 namespace {
 
-// Greedy ids and every step's logits of `steps` decoded tokens after `prompt`, at rank 0 of a
-// tensor-parallel group of `tp` threads.
-struct Trace {
-    std::vector<int> ids;
-    std::vector<std::vector<float>> logits;
-};
-
-int argmax(std::span<const float> v) {
-    return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-Trace greedy_trace(glass::Session& s, std::span<const int> prompt, int steps) {
-    Trace t;
-    std::span<const float> l = s.prefill(prompt);
-    for (int i = 0; i < steps; ++i) {
-        t.logits.emplace_back(l.begin(), l.end());
-        t.ids.push_back(argmax(l));
-        l = s.decode(t.ids.back());
-    }
-    return t;
-}
+using test::argmax;
+using test::greedy_trace;
+using test::Trace;
 
 Trace tensor_parallel_trace(const glass::Model& m, int tp, std::span<const int> prompt, int steps) {
-    Trace t;
-    glass::dist::run_ranks(tp, [&](Communicator& comm) {
-        TensorParallelSession s(m, comm);
-        if (comm.rank() != 0) {
-            s.follow();
-            return;
-        }
-        t = greedy_trace(s, prompt, steps);
-        s.finish();
-    });
-    return t;
+    return test::grid_trace(m, {.tp = tp, .pp = 1}, prompt, steps);
 }
 
 // Largest |a - b| / max|b| over a step's logits.
@@ -153,31 +126,28 @@ TEST_CASE("tp 1 is the reference itself: the same logits, bit for bit") {
 
 TEST_CASE("tp 2 and 4 on the shipped model: logits within 1e-5 of one process, every greedy golden's ids exactly") {
     const glass::Model& m = test::shipped();
-    bool first = true;
-    for (const nlohmann::json& g : test::read_jsonl(test::golden("stories260K_greedy.jsonl"))) {
-        if (g["temperature"].get<double>() != 0.0) continue;
-        const std::vector<int> prompt = test::ids_of(g["prompt_ids"]);
-        const std::vector<int> expected = test::ids_of(g["generated_ids"]);
-        const int steps = static_cast<int>(expected.size());
-        INFO("golden " << g["case"]);
-        CHECK(tensor_parallel_trace(m, 2, prompt, steps).ids == expected);
-        if (!first) continue;
-        first = false;
-        glass::CpuSession one(m);
-        const Trace reference = greedy_trace(one, prompt, steps);
-        for (const int tp : {2, 4}) {
-            INFO("tp " << tp);
-            const Trace split = tensor_parallel_trace(m, tp, prompt, steps);
-            CHECK(split.ids == expected);
-            double worst = 0.0;
-            for (size_t i = 0; i < split.logits.size(); ++i)
-                worst = std::max(worst, relative_gap(split.logits[i], reference.logits[i]));
-            // Wo's and W2's dot products summed in tp pieces instead of one: a few fp32 roundings.
-            CHECK(worst < 1e-5);
-            CHECK(worst > 0.0);  // the pieces really are summed differently (else this test shows nothing)
-        }
+    const std::vector<test::GreedyGolden> goldens = test::greedy_goldens();
+    REQUIRE(goldens.size() >= 30);
+    for (const test::GreedyGolden& g : goldens) {
+        INFO("golden " << g.name);
+        CHECK(tensor_parallel_trace(m, 2, g.prompt, g.steps()).ids == g.expected);
     }
-    CHECK_FALSE(first);
+    const std::vector<int>& prompt = goldens[0].prompt;
+    const std::vector<int>& expected = goldens[0].expected;
+    const int steps = goldens[0].steps();
+    glass::CpuSession one(m);
+    const Trace reference = greedy_trace(one, prompt, steps);
+    for (const int tp : {2, 4}) {
+        INFO("tp " << tp);
+        const Trace split = tensor_parallel_trace(m, tp, prompt, steps);
+        CHECK(split.ids == expected);
+        double worst = 0.0;
+        for (size_t i = 0; i < split.logits.size(); ++i)
+            worst = std::max(worst, relative_gap(split.logits[i], reference.logits[i]));
+        // Wo's and W2's dot products summed in tp pieces instead of one: a few fp32 roundings.
+        CHECK(worst < 1e-5);
+        CHECK(worst > 0.0);  // the pieces really are summed differently (else this test shows nothing)
+    }
 }
 
 TEST_CASE("every family's deltas split: biases, per-head norms, sandwich norms, soft-caps, windows (tp 2 and 4)") {

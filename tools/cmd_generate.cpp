@@ -1,4 +1,5 @@
 // glass generate — the main job: prompt in, streamed text and timings out.
+#include <chrono>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -32,7 +33,8 @@ namespace {
 //                                         (integer weights: q8, q4, the k-quants)
 //   --tp N (CPU reference)                every layer split over N ranks (dist/tensor_parallel.hpp)
 //   --pp N (CPU reference)                the layers dealt out to N ranks (dist/pipeline_parallel.hpp)
-//                                         either: processes under mpirun -np N, else N threads
+//                                         both: a grid of tp × pp ranks (dist/parallel_session.hpp);
+//                                         processes under mpirun, else threads
 struct Backend {
     std::string device = "cpu";  // cpu or cuda
     std::string precision;       // "": the file's own type (fast CPU path), fp32 (CUDA)
@@ -105,8 +107,6 @@ Backend backend_from_flags(const Flags& flags) {
         throw UsageError("--threads must be in [1, 256], got " + std::to_string(*b.threads));
     b.tp = ranks_from_flags(flags, "--tp");
     b.pp = ranks_from_flags(flags, "--pp");
-    if (flags.has("--tp") && flags.has("--pp"))
-        throw UsageError("give --tp N or --pp N, not both (a group of tp × pp ranks is not built yet)");
     if ((flags.has("--tp") || flags.has("--pp")) && (b.device != "cpu" || b.fast_cpu()))
         throw UsageError(std::string(flags.has("--tp") ? "--tp" : "--pp") +
                          " splits the CPU reference's layers over ranks: drop --device, --threads, --precision "
@@ -224,6 +224,25 @@ double print_roofline(const glass::GenerationMetrics& m) {
     return bandwidth_bound;
 }
 
+// --tp/--pp, at rank 0: what talking to the other ranks cost during the generation (communicator.hpp's
+// counters): calls, bytes and seconds per kind of call, and their share of the run.
+void print_group_report(glass::dist::ParallelSession& session, double seconds) {
+    const glass::dist::CommCounters world = session.communicator().counters();
+    const glass::dist::CommCounters group = session.stage_group().counters();
+    const glass::dist::ParallelShape shape = session.place().shape;
+    const auto line = [&](const char* name, const glass::dist::CallCounter& c) {
+        if (c.calls == 0) return;
+        std::fprintf(stderr, "[rank 0 of tp %d × pp %d] %-10s %6lld calls %10.3f MB %8.2f ms (%.1f%% of the run)\n",
+                     shape.tp, shape.pp, name, static_cast<long long>(c.calls), c.bytes / 1e6, c.seconds * 1e3,
+                     100.0 * c.seconds / seconds);
+    };
+    line("all-reduce", group.all_reduce);
+    line("gather", group.gather);
+    line("broadcast", world.broadcast);
+    line("send", world.send);
+    line("recv", world.recv);
+}
+
 // --top-logprobs: per step, the chosen token and the most likely ones. "token": the text the id
 // adds after the token before it.
 nlohmann::json logprobs_json(const glass::GenerateResult& r, const glass::Tokenizer& tok) {
@@ -284,6 +303,27 @@ void print_generate_json(const std::string& prompt, const Generation& g, const G
     std::cout << dump(j) << "\n";
 }
 
+
+// --tp / --pp: a grid of tp × pp ranks, each with its part of the model; rank 0 runs
+// `generate_on` and reports what talking cost, the others follow its steps.
+void generate_on_grid(const Backend& b, const glass::Model& model,
+                      const std::function<void(glass::Session&)>& generate_on) {
+    const glass::dist::ParallelShape shape{.tp = b.tp, .pp = b.pp};
+    run_group(shape.tp * shape.pp, "--tp " + std::to_string(shape.tp) + " --pp " + std::to_string(shape.pp),
+              [&](glass::dist::Communicator& comm) {
+                  glass::dist::ParallelSession session(model, comm, shape, b.kv);
+                  if (comm.rank() != 0) {
+                      session.follow();
+                      return;
+                  }
+                  const auto start = std::chrono::steady_clock::now();
+                  generate_on(session);
+                  session.finish();
+                  const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+                  print_group_report(session, seconds.count());
+              });
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
@@ -334,20 +374,7 @@ int cmd_generate(int argc, char** argv) {
         generate_on(*session);
         return 0;
     }
-    // --tp N / --pp N: every rank takes its part of the model; rank 0 generates, the others follow.
-    const bool tensor = flags.has("--tp");
-    run_group(tensor ? request.backend.tp : request.backend.pp, tensor ? "--tp" : "--pp",
-              [&](glass::dist::Communicator& comm) {
-                  std::unique_ptr<glass::dist::DrivenSession> session;
-                  if (tensor) session = std::make_unique<glass::dist::TensorParallelSession>(model, comm, request.backend.kv);
-                  else session = std::make_unique<glass::dist::PipelineParallelSession>(model, comm, request.backend.kv);
-                  if (comm.rank() != 0) {
-                      session->follow();
-                      return;
-                  }
-                  generate_on(*session);
-                  session->finish();
-              });
+    generate_on_grid(request.backend, model, generate_on);
     return 0;
 }
 

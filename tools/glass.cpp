@@ -44,7 +44,7 @@ const Command kCommands[] = {
      "                 [--stop STR]... [--json [--top-logprobs K]] [--roofline] [--device cpu|cuda]\n"
      "                 [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--threads N] [--cuda-graph]\n"
      "                 [--kv fp32|int8] [--activations fp32|int8] [--cuda-attention standard|flash]\n"
-     "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]] [--context N] [--tp N | --pp N]\n"
+     "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]] [--context N] [--tp N] [--pp N]\n"
      "      -m: a llama2.c checkpoint, a .gguf file or a Hugging Face folder (glass inspect MODEL\n"
      "      says what is in it); a GGUF or a folder brings its own tokenizer (-t overrides it).\n"
      "      --context N: the context window (16 to the model's own; default the model's, at\n"
@@ -77,7 +77,8 @@ const Command kCommands[] = {
      "      by mpirun with N processes, each rank is a process (Open MPI; only rank 0 prints);\n"
      "      without mpirun the ranks are N threads of this process.\n"
      "      --pp N: pipeline parallelism (dist/pipeline_parallel.hpp): the layers dealt out to\n"
-     "      N ranks in order, the residual stream sent from stage to stage; launched the same way.\n"},
+     "      N ranks in order, the residual stream sent from stage to stage; launched the same way.\n"
+     "      Both: a grid of tp × pp ranks, each stage a tensor-parallel group.\n"},
     {"chat", cli::cmd_chat,
      "  glass chat [-m MODEL] [-t TOKENIZER] [--chat-template FILE] [--set NAME=JSON]...\n"
      "             [--system TEXT] [--max-new-tokens N] [--temperature T] [--top-p P]\n"

@@ -30,8 +30,8 @@ inline int ranks_from_flags(const Flags& flags, const std::string& flag) {
 
 inline bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
-// `flag` (--tp or --pp) names the request in messages.
-inline void run_group(int ranks, const std::string& flag, const std::function<void(glass::dist::Communicator&)>& body) {
+// `what` ("--tp 2 --pp 1") names the request in messages.
+inline void run_group(int ranks, const std::string& what, const std::function<void(glass::dist::Communicator&)>& body) {
     if (!started_by_mpirun()) {
         glass::dist::run_ranks(ranks, body);
         return;
@@ -40,8 +40,8 @@ inline void run_group(int ranks, const std::string& flag, const std::function<vo
     glass::dist::MpiRuntime runtime;
     glass::dist::MpiCommunicator comm;
     if (comm.size() != ranks)
-        comm.abort_group(2, flag + " " + std::to_string(ranks) + " needs mpirun -np " + std::to_string(ranks) +
-                                ", but this group has " + std::to_string(comm.size()) + " processes");
+        comm.abort_group(2, what + " needs mpirun -np " + std::to_string(ranks) + ", but this group has " +
+                                std::to_string(comm.size()) + " processes");
     try {
         body(comm);
     } catch (const std::exception& e) {
@@ -49,7 +49,7 @@ inline void run_group(int ranks, const std::string& flag, const std::function<vo
     }
 #else
     glass::fail("mpirun started this glass, but it was built without Open MPI (install libopenmpi-dev and "
-                "rebuild); without mpirun, ", flag, " ", ranks, " runs its ranks as threads of one process");
+                "rebuild); without mpirun, ", what, " runs its ", ranks, " ranks as threads of one process");
 #endif
 }
 

@@ -33,6 +33,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "glass/errors.hpp"
@@ -112,8 +113,8 @@ public:
     /// \brief values ← Σ over ranks of each rank's values, added in rank order: every rank holds
     /// the same bits afterwards, for any transport and any length.
     void all_reduce_sum(std::span<float> values) {
+        if (size() == 1) return;  // nothing to add, nothing moves: not counted
         Timed t(counters_.all_reduce, values.size_bytes() * static_cast<size_t>(size()));
-        if (size() == 1) return;
         gathered_.resize(values.size() * static_cast<size_t>(size()));
         all_gather_bytes(std::as_bytes(std::span<const float>(values)), std::as_writable_bytes(std::span(gathered_)));
         const size_t n = values.size();
@@ -192,5 +193,40 @@ inline void Communicator::barrier() {
     std::byte token[1] = {};
     all_gather_bytes(std::span<const std::byte>(token, 0), std::span<std::byte>(token, 0));
 }
+
+/// \brief A group inside a group: ranks `members` of `parent`, renumbered 0 .. n-1 in that order
+/// (a tensor-parallel group inside a tp × pp grid: parallel_session.hpp).
+///
+/// Its messages travel as the parent's point-to-point messages, and its collectives are the
+/// default ones above, built on them: any transport's ranks can form subgroups. A rank outside
+/// `members` cannot hold one.
+class SubCommunicator : public Communicator {
+public:
+    SubCommunicator(Communicator& parent, std::vector<int> members) : parent_(parent), members_(std::move(members)) {
+        for (size_t i = 0; i < members_.size(); ++i)
+            if (members_[i] == parent.rank()) rank_ = static_cast<int>(i);
+        if (rank_ < 0) fail("rank ", parent.rank(), " is not a member of the subgroup it was asked to join");
+    }
+
+    int rank() const override { return rank_; }
+    int size() const override { return static_cast<int>(members_.size()); }
+    const char* transport() const override { return parent_.transport(); }
+    /// The parent's number of this group's rank r.
+    int parent_rank(int r) const { return members_[static_cast<size_t>(r)]; }
+
+    void send_bytes(int to, std::span<const std::byte> data) override {
+        check_peer(to, "send");
+        parent_.send_bytes(parent_rank(to), data);
+    }
+    void recv_bytes(int from, std::span<std::byte> data) override {
+        check_peer(from, "recv");
+        parent_.recv_bytes(parent_rank(from), data);
+    }
+
+private:
+    Communicator& parent_;
+    std::vector<int> members_;
+    int rank_ = -1;
+};
 
 }  // namespace glass::dist

@@ -119,21 +119,31 @@ struct ShardStorage {
 /// final norm whole, and `token_embedding`/`classifier` holding vocabulary rows
 /// `[s.vocab_begin, s.vocab_begin + s.vocab)` only.
 ///
-/// The result's config is shard_config's, so transformer_block runs its layers unchanged and
-/// embedding_table()/output_classifier() are the slice's rows. The copy is what lets a rank
-/// hold less than the whole model (weights read from an mmap'd file would be shared otherwise).
-inline Model shard_model(const Model& m, const TensorSplit& s) {
-    require_fp32_weights(m, "tensor parallelism");
+/// `first_layer`, `layers` (a pipeline stage's range, parallel_session.hpp; default: all) keep
+/// only those layers, as `layers[0 ..]`; the embedding slice then comes only with layer 0, the
+/// final norm and classifier only with the last layer (the others are null).
+///
+/// The result's config is shard_config's with n_layers = `layers`, so transformer_block runs its
+/// layers unchanged and embedding_table()/output_classifier() are the slice's rows. The copy is
+/// what lets a rank hold less than the whole model (weights read from an mmap'd file would be
+/// shared otherwise).
+inline Model shard_model(const Model& m, const TensorSplit& s, int first_layer = 0, int layers = -1) {
+    require_fp32_weights(m, "a model split over ranks");
     const ModelConfig& c = m.config;
+    if (layers < 0) layers = c.n_layers - first_layer;
+    if (first_layer < 0 || layers < 1 || first_layer + layers > c.n_layers)
+        fail("layers ", first_layer, " .. ", first_layer + layers - 1, " are not inside the model's ", c.n_layers);
     auto storage = std::make_shared<detail::ShardStorage>();
     detail::ShardStorage& st = *storage;
     Model r;
     r.config = shard_config(c, s);
+    r.config.n_layers = layers;
     const Eigen::Index hd = c.head_dim;
     const Eigen::Index q0 = s.head_begin * hd, nq = s.heads * hd;        // my query columns
     const Eigen::Index k0 = s.kv_head_begin * hd, nk = s.kv_heads * hd;  // my K/V columns
-    for (const LayerWeights& w : m.layers) {
-        LayerWeights l{
+    for (int l = first_layer; l < first_layer + layers; ++l) {
+        const LayerWeights& w = m.layers[static_cast<size_t>(l)];
+        LayerWeights mine{
             .rms_att = st.whole(w.rms_att),
             .wq = st.rows(w.wq, q0, nq),             // [my q_dim, dim]
             .wk = st.rows(w.wk, k0, nk),             // [my kv_dim, dim]
@@ -151,14 +161,20 @@ inline Model shard_model(const Model& m, const TensorSplit& s) {
             .post_attention_norm = st.whole(w.post_attention_norm),
             .post_mlp_norm = st.whole(w.post_mlp_norm),
         };
-        r.layers.push_back(l);
+        r.layers.push_back(mine);
     }
-    r.token_embedding = st.rows(m.embedding_table(), s.vocab_begin, s.vocab).data();     // [my vocab, dim]
-    r.classifier = st.rows(m.output_classifier(), s.vocab_begin, s.vocab).data();        // [my vocab, dim]
-    r.rms_final = st.whole(m.final_norm()).data();
-    std::int64_t floats = 0;  // every piece but the embedding slice is read at each position
+    std::int64_t embedding_floats = 0;  // read once per id, not per position: not in weight_bytes
+    if (first_layer == 0) {
+        r.token_embedding = st.rows(m.embedding_table(), s.vocab_begin, s.vocab).data();  // [my vocab, dim]
+        embedding_floats = std::int64_t{s.vocab} * c.dim;
+    }
+    if (first_layer + layers == c.n_layers) {
+        r.classifier = st.rows(m.output_classifier(), s.vocab_begin, s.vocab).data();  // [my vocab, dim]
+        r.rms_final = st.whole(m.final_norm()).data();
+    }
+    std::int64_t floats = 0;
     for (const std::vector<float>& p : st.pieces) floats += static_cast<std::int64_t>(p.size());
-    r.weight_bytes = 4 * (floats - std::int64_t{s.vocab} * c.dim);
+    r.weight_bytes = 4 * (floats - embedding_floats);
     r.storage = storage;
     return r;
 }

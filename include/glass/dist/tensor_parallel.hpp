@@ -20,7 +20,9 @@
 ///   return logits [vocab]                    wait for the next step
 ///
 /// Every rank runs transformer_block (transformer.hpp), the same code as one process, with a
-/// PartialSums that all-reduces. The all-reduce adds partials in rank order, so every rank holds
+/// PartialSums that all-reduces. This header holds the pieces (the all-reduce, the split
+/// embedding, the gathered logits); parallel_session.hpp puts them in order (split_forward) and
+/// wraps them in a Session (TensorParallelSession), together with pipeline stages. The all-reduce adds partials in rank order, so every rank holds
 /// the same bits and a run is reproducible whatever the transport; against one process, Wo's
 /// and W2's dot products are summed in two pieces instead of one, which moves logits by a few
 /// fp32 roundings (tests: within 1e-5 relative), not the greedy ids.
@@ -33,10 +35,7 @@
 
 #include "glass/checkpoint.hpp"
 #include "glass/dist/communicator.hpp"
-#include "glass/dist/driven_session.hpp"
 #include "glass/dist/shard.hpp"
-#include "glass/kv_cache.hpp"
-#include "glass/session.hpp"
 #include "glass/transformer.hpp"
 
 namespace glass::dist {
@@ -88,55 +87,5 @@ inline std::vector<float> classify_split(const Model& shard, const TensorSplit& 
     }
     return logits;
 }
-
-/// \brief One forward pass on this rank's shard: ids at positions `cache.length() ..`; returns
-/// at rank 0 the logits of the last position `[vocab]`, or of every position `[n, vocab]` when
-/// `all_positions`; empty elsewhere. Every rank must call it with the same ids.
-inline std::vector<float> tensor_parallel_forward(const Model& shard, const TensorSplit& s, const ModelConfig& whole,
-                                                  KVCache& cache, std::span<const int> ids, bool all_positions,
-                                                  Communicator& comm) {
-    check_forward_input(whole, cache.length(), ids);
-    const ModelConfig& c = shard.config;
-    RowMatrix x = embed_split(shard, s, ids, c.embedding_scale, comm);  // [n, dim]
-    AllReducePartials partials(comm);
-    for (int l = 0; l < c.n_layers; ++l)
-        transformer_block(c, shard.layers[static_cast<size_t>(l)], l, x, cache, nullptr, &partials);
-    cache.advance(static_cast<int>(ids.size()));
-    return classify_split(shard, s, whole.vocab_size, all_positions ? x : RowMatrix(x.bottomRows(1)), comm);
-}
-
-/// \brief A Session whose model is split over the ranks of `comm` by heads and MLP units: rank 0
-/// drives it like any Session, every other rank calls follow() (driven_session.hpp).
-class TensorParallelSession : public DrivenSession {
-public:
-    /// Every rank cuts its own shard from `whole` (which may be mmap'd: only the slice is copied).
-    TensorParallelSession(const Model& whole, Communicator& comm, KvType kv = KvType::fp32)
-        : DrivenSession(comm),
-          whole_(whole.config),
-          split_(tensor_split(whole.config, comm.rank(), comm.size())),
-          shard_(shard_model(whole, split_)),
-          cache_(shard_.config, kv) {}
-
-    const ModelConfig& config() const override { return whole_; }
-    std::int64_t kv_bytes_used() const override { return cache_.bytes_used(shard_.config); }  // this rank's
-    std::int64_t weight_bytes() const override { return shard_.weight_bytes; }                // this rank's
-    const char* backend_name() const override { return "the CPU reference, tensor-parallel"; }
-
-    const TensorSplit& split() const { return split_; }
-    const Model& shard() const { return shard_; }
-
-protected:
-    std::vector<float> forward(std::span<const int> ids, bool all_positions) override {
-        return tensor_parallel_forward(shard_, split_, whole_, cache_, ids, all_positions, communicator());
-    }
-    KVCache& cache() override { return cache_; }
-    const KVCache& cache() const override { return cache_; }
-
-private:
-    ModelConfig whole_;
-    TensorSplit split_;
-    Model shard_;
-    KVCache cache_;
-};
 
 }  // namespace glass::dist
