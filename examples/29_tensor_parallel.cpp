@@ -14,7 +14,11 @@
 //      2. where the ranks talk in one forward pass, and how many all-reduces that makes;
 //      3. greedy text from one process and from tp ranks: the same tokens, the largest relative
 //         gap between their logits, and rank 0's counters (calls and bytes of all-reduce, gather
-//         and broadcast) for the prefill and for every decoded token.
+//         and broadcast) for the prefill and for every decoded token;
+//      4. serving over pp 2 stages: one engine step of 8 requests cut into 1, 2 and 4 micro-batches
+//         (cut_micro_batches), each stage's idle share of the step when a stage's work is its
+//         layers × tokens, the ints that carry the batch to the other ranks (pack_batch), and
+//         whether the split backend's logits change with the number of micro-batches.
 // Everything printed is computed; tests/test_examples_parallel.cpp recomputes it.
 //
 // Usage: 29_tensor_parallel [--tp N]      N in [1, 8] (must divide the heads and the MLP width)
@@ -31,6 +35,7 @@
 #include "args.hpp"
 #include "glass/checkpoint.hpp"
 #include "glass/dist/shard.hpp"
+#include "glass/dist/parallel_paged_backend.hpp"
 #include "glass/dist/parallel_session.hpp"
 #include "glass/dist/tensor_parallel.hpp"
 #include "glass/dist/thread_communicator.hpp"
@@ -233,6 +238,74 @@ void show_generation(const glass::Model& m, const glass::Llama2cTokenizer& tok, 
                 total.all_reduce.seconds, split.seconds);
 }
 
+// Section 4's pipeline: when does stage s finish micro-batch j, if a stage's work on a micro-batch
+// is (its layers × the micro-batch's tokens) units and a micro-batch enters stage s once stage
+// s − 1 has finished it and stage s has finished the one before? Returns each stage's idle share of
+// the step, which ends when the last stage finishes the last micro-batch.
+std::vector<double> stage_idle_shares(const std::vector<int>& stage_layers, const std::vector<long long>& mb_tokens) {
+    const size_t stages = stage_layers.size(), mbs = mb_tokens.size();
+    std::vector<std::vector<long long>> done(stages, std::vector<long long>(mbs, 0));
+    for (size_t s = 0; s < stages; ++s)
+        for (size_t j = 0; j < mbs; ++j) {
+            const long long ready = std::max(s > 0 ? done[s - 1][j] : 0LL, j > 0 ? done[s][j - 1] : 0LL);
+            done[s][j] = ready + stage_layers[s] * mb_tokens[j];
+        }
+    const double step = static_cast<double>(done[stages - 1][mbs - 1]);
+    std::vector<double> idle;
+    for (size_t s = 0; s < stages; ++s) {
+        long long busy = 0;
+        for (size_t j = 0; j < mbs; ++j) busy += stage_layers[s] * mb_tokens[j];
+        idle.push_back(1.0 - static_cast<double>(busy) / step);
+    }
+    return idle;
+}
+
+// 4. One engine step of 8 requests (4 prompts being prefilled, 4 decoding) through pp 2 stages.
+void show_micro_batches(const glass::Model& model) {
+    const glass::ModelConfig& c = model.config;
+    const int lengths[8] = {24, 1, 16, 1, 20, 1, 12, 1};  // new tokens of each request this step
+    std::vector<std::vector<int>> tokens(8), tables(8);
+    std::vector<glass::serve::BatchEntry> batch;
+    for (int r = 0; r < 8; ++r) {
+        for (int t = 0; t < lengths[r]; ++t) tokens[static_cast<size_t>(r)].push_back(1 + (r * 31 + t * 7) % (c.vocab_size - 1));
+        tables[static_cast<size_t>(r)] = {2 * r, 2 * r + 1};  // two blocks of 16 positions each
+        batch.push_back({.tokens = tokens[static_cast<size_t>(r)], .start = 0, .block_table = tables[static_cast<size_t>(r)]});
+    }
+    std::vector<int> stage_layers;
+    for (int p = 0; p < 2; ++p) stage_layers.push_back(glass::dist::pipeline_stage(c, p, 2).layers);
+    std::printf("  requests' new tokens this step: 24 1 16 1 20 1 12 1 (76); stage layers: %d + %d\n",
+                stage_layers[0], stage_layers[1]);
+    const std::vector<int> ints = glass::dist::pack_batch(batch);
+    std::printf("  the batch as broadcast: %zu ints = %zu bytes\n\n", ints.size(), 4 * ints.size());
+    std::printf("  micro-batches   tokens in each          %% of the step idle:   stage 0   stage 1\n");
+    std::vector<std::vector<float>> logits;
+    for (const int m : {1, 2, 4}) {
+        std::vector<long long> mb_tokens;
+        std::string cuts;
+        for (const glass::dist::MicroBatch& mb : glass::dist::cut_micro_batches(batch, m)) {
+            long long n = 0;
+            for (int e = mb.begin; e < mb.end; ++e) n += lengths[e];
+            mb_tokens.push_back(n);
+            cuts += std::to_string(n) + " ";
+        }
+        const std::vector<double> idle = stage_idle_shares(stage_layers, mb_tokens);
+        std::printf("  m = %d           %-22s %30.1f %9.1f\n", m, cuts.c_str(), 100 * idle[0], 100 * idle[1]);
+        glass::dist::run_ranks(2, [&](glass::dist::Communicator& comm) {  // the split backend itself, on threads
+            glass::dist::ParallelPagedBackend b(model, comm, {.tp = 1, .pp = 2}, {.micro_batches = m});
+            if (comm.rank() != 0) {
+                b.follow();
+                return;
+            }
+            b.allocate_pool(16, 16);
+            const std::span<const float> l = b.forward(batch);
+            logits.emplace_back(l.begin(), l.end());
+            b.finish();
+        });
+    }
+    const bool same = logits[1] == logits[0] && logits[2] == logits[0];
+    std::printf("\n  logits of the 8 requests, m = 2 and 4 vs m = 1: %s\n", same ? "identical bits" : "DIFFERENT");
+}
+
 }  // namespace
 
 static int run(int argc, char** argv) {
@@ -258,6 +331,9 @@ static int run(int argc, char** argv) {
 
     std::printf("3. Greedy, %d tokens: one process, then %d ranks (threads of this process)\n\n", kNewTokens, gen_tp);
     show_generation(model, tok, gen_tp);
+
+    std::printf("\n4. Serving over pp 2 stages: one engine step's requests in micro-batches\n\n");
+    show_micro_batches(model);
     return 0;
 }
 

@@ -3,6 +3,8 @@
 // slices of heads, units and vocabulary rows), bytes from the config's shapes, the all-reduce
 // count and sizes from the number of layers, the text from a one-process greedy run and the
 // llama2.c golden. Never by comparing the program with itself.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -156,6 +158,44 @@ void check_generation(const std::string& out, int tp) {
     CHECK(per_gather.back() == double(gather));
 }
 
+// Section 4: one engine step of requests with 24 1 16 1 20 1 12 1 new tokens through pp 2 stages
+// of 3 and 2 layers. The micro-batches must cut that list in order into m pieces; each stage's
+// idle share is recomputed from the pieces by the closed form of a two-stage pipeline: stage 1
+// starts piece j when stage 0 has finished it and stage 1 the piece before.
+void check_micro_batches(const std::string& out) {
+    const std::vector<long long> lengths{24, 1, 16, 1, 20, 1, 12, 1};
+    const long long a = 3, b = 2;  // the layers of stages 0 and 1 (5 layers dealt out in order)
+    CHECK(numbers(value_of(out, "  requests' new tokens this step")).back() == 2);
+    const std::vector<double> sizes = numbers(value_of(out, "  the batch as broadcast"));
+    CHECK(sizes == std::vector<double>{1 + 5 * 8 + 76 + 16, 4 * (1 + 5 * 8 + 76 + 16)});  // header, fields, tokens, 2 blocks each
+    for (const int m : {1, 2, 4}) {
+        INFO("m = " << m);
+        const std::vector<std::string> rows = lines_starting(out, "  m = " + std::to_string(m) + " ");
+        REQUIRE(rows.size() == 1);
+        std::vector<double> v = numbers(rows[0]);
+        REQUIRE(v.size() == static_cast<size_t>(m) + 3);  // m, the pieces' tokens, two shares
+        const std::vector<long long> pieces(v.begin() + 1, v.begin() + 1 + m);
+        size_t next = 0;  // each piece: the tokens of the next requests, in order
+        for (const long long piece : pieces) {
+            long long sum = 0;
+            while (next < lengths.size() && sum < piece) sum += lengths[next++];
+            CHECK(sum == piece);
+        }
+        CHECK(next == lengths.size());
+        long long done0 = 0, done1 = 0, total = 0;
+        for (const long long piece : pieces) {
+            done0 += a * piece;
+            done1 = std::max(done0, done1) + b * piece;
+            total += piece;
+        }
+        // printed with one decimal: within 0.05 of the percentage
+        CHECK(std::abs(v[static_cast<size_t>(m) + 1] - 100.0 * (1.0 - double(a * total) / double(done1))) <= 0.05);
+        CHECK(std::abs(v[static_cast<size_t>(m) + 2] - 100.0 * (1.0 - double(b * total) / double(done1))) <= 0.05);
+        if (m == 1) CHECK(std::abs(v[2] - 100.0 * double(b) / double(a + b)) <= 0.05);  // stage 0 waits for all of stage 1
+    }
+    CHECK(value_of(out, "  logits of the 8 requests, m = 2 and 4 vs m = 1") == "identical bits");
+}
+
 }  // namespace
 
 TEST_CASE("example 29_tensor_parallel: each rank's heads, units, vocabulary rows and bytes; the same text as one process; two all-reduces per layer") {
@@ -177,6 +217,7 @@ TEST_CASE("example 29_tensor_parallel: each rank's heads, units, vocabulary rows
     const glass::ModelConfig& c = test::shipped().config;
     CHECK(numbers(value_of(r.out, "  all-reduces per forward pass")).back() == 1 + 2 * c.n_layers);
     check_generation(r.out, 2);
+    check_micro_batches(r.out);
 }
 
 TEST_CASE("example 29_tensor_parallel --tp 4: the same text; splits that do not divide are refused by name") {

@@ -739,6 +739,33 @@ TEST_CASE("serve: --backend reference serves the same text; bad flags and a take
     }
 }
 
+TEST_CASE("serve --tp 2, --pp 2 with micro-batches (ranks as threads): glass generate's greedy text; bad grids refused" *
+          doctest::skip(kNoCurl)) {
+    const std::string prompt = "Lily and Ben went to the park";
+    const json expected = generate(prompt, "--temperature 0 --max-new-tokens 40");
+    for (const std::vector<std::string>& grid : std::vector<std::vector<std::string>>{
+             {"--tp", "2"}, {"--pp", "2", "--micro-batches", "2"}, {"--tp", "2", "--pp", "2", "--budget", "16"}}) {
+        CAPTURE(grid[0] + " " + grid[1]);
+        ServerProcess s(grid);
+        const Reply r = post(s, "/v1/completions", {{"prompt", prompt}, {"temperature", 0}, {"max_tokens", 40}});
+        REQUIRE(r.status == 200);
+        CHECK(r.json_body()["choices"][0]["text"] == expected["text"]);
+        CHECK(s.log().find("backend reference, split over tp") != std::string::npos);
+    }
+    for (const auto& [flags, status, words] : std::vector<std::tuple<std::string, int, std::vector<std::string>>>{
+             {"--tp 2 --backend fast", 2, {"--tp", "--backend reference"}},
+             {"--micro-batches 2", 2, {"--micro-batches", "--tp/--pp"}},
+             {"--tp 3", 1, {"8 heads"}},
+             {"--pp 9", 1, {"the model has 5"}},
+             {"--tp 2 --rank-memory 1000", 1, {"more than its memory of 1000 bytes", "rank"}}}) {
+        CAPTURE(flags);
+        const test::Run r = test::run("timeout 20 " + glass_bin() + " serve --port 0 " + flags + " </dev/null");
+        CHECK(r.exit_code == status);
+        CHECK(r.out.empty());  // no "listening on" line
+        for (const std::string& w : words) CHECK(r.err.find(w) != std::string::npos);
+    }
+}
+
 TEST_CASE("serve --draft: speculative decoding in the engine serves glass generate's greedy text" * doctest::skip(kNoCurl)) {
     const std::string prompt = "Once upon a time";
     const json expected = generate(prompt, "--temperature 0 --max-new-tokens 60");

@@ -224,25 +224,6 @@ double print_roofline(const glass::GenerationMetrics& m) {
     return bandwidth_bound;
 }
 
-// --tp/--pp, at rank 0: what talking to the other ranks cost during the generation (communicator.hpp's
-// counters): calls, bytes and seconds per kind of call, and their share of the run.
-void print_group_report(glass::dist::ParallelSession& session, double seconds) {
-    const glass::dist::CommCounters world = session.communicator().counters();
-    const glass::dist::CommCounters group = session.stage_group().counters();
-    const glass::dist::ParallelShape shape = session.place().shape;
-    const auto line = [&](const char* name, const glass::dist::CallCounter& c) {
-        if (c.calls == 0) return;
-        std::fprintf(stderr, "[rank 0 of tp %d × pp %d] %-10s %6lld calls %10.3f MB %8.2f ms (%.1f%% of the run)\n",
-                     shape.tp, shape.pp, name, static_cast<long long>(c.calls), c.bytes / 1e6, c.seconds * 1e3,
-                     100.0 * c.seconds / seconds);
-    };
-    line("all-reduce", group.all_reduce);
-    line("gather", group.gather);
-    line("broadcast", world.broadcast);
-    line("send", world.send);
-    line("recv", world.recv);
-}
-
 // --top-logprobs: per step, the chosen token and the most likely ones. "token": the text the id
 // adds after the token before it.
 nlohmann::json logprobs_json(const glass::GenerateResult& r, const glass::Tokenizer& tok) {
@@ -320,7 +301,7 @@ void generate_on_grid(const Backend& b, const glass::Model& model,
                   generate_on(session);
                   session.finish();
                   const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-                  print_group_report(session, seconds.count());
+                  print_group_report(session.communicator().counters(), session.stage_group().counters(), shape, seconds.count());
               });
 }
 

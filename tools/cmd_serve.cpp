@@ -4,7 +4,7 @@
 //               [--backend fast|reference] [--threads N] [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--kv fp32|int8]
 //               [--max-queue N] [--block-size B] [--pool-blocks N] [--budget T] [--max-running N] [--no-prefix-cache]
 //               [--no-chunked-prefill] [--shutdown-timeout S] [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
-//               [--chat-template FILE]
+//               [--chat-template FILE] [--tp N] [--pp N] [--micro-batches M] [--rank-memory BYTES]
 //
 // The model, backend and engine flags are serve-bench's too (tools/serve_setup.hpp).
 //
@@ -242,6 +242,10 @@ std::shared_ptr<Ticket> submit(Shared& s, const httplib::Request& req, httplib::
         case glass::serve::Admission::shutting_down:
             send_error(res, req, openai::ApiError(503, "the server is shutting down", "", "shutting_down", "server_error"));
             break;
+        case glass::serve::Admission::backend_unavailable:  // --tp/--pp: a rank failed; nothing can run any more
+            send_error(res, req, openai::ApiError(503, s.engine.unavailable() + "; restart the server", "",
+                                                  "backend_unavailable", "server_error"));
+            break;
     }
     s.engine.count_rejected();
     return nullptr;
@@ -364,6 +368,8 @@ void add_routes(httplib::Server& svr, Shared& s) {
     });
     svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
         if (engine.draining()) send_json(res, 503, {{"status", "shutting down"}});
+        else if (const std::string why = engine.unavailable(); !why.empty())
+            send_json(res, 503, {{"status", "unavailable"}, {"reason", why}});
         else send_json(res, 200, {{"status", "ok"}});
     });
     // Watching the engine. /metrics: Prometheus text (serve/prometheus_counters.hpp), without the
@@ -459,6 +465,14 @@ std::thread signal_thread(const sigset_t& stop_signals, Shared& s, httplib::Serv
     });
 }
 
+// The backend's details on the startup line: the fast path's threads and precision, or the grid.
+std::string backend_details(const BackendChoice& choice, const std::string& precision) {
+    if (choice.name == "fast") return ", " + std::to_string(choice.threads) + " threads, " + precision;
+    if (!choice.on_grid) return "";
+    return ", split over tp " + std::to_string(choice.grid.tp) + " × pp " + std::to_string(choice.grid.pp) + " ranks, " +
+           std::to_string(choice.grid_options.micro_batches) + " micro-batch(es)";
+}
+
 // The startup line on stderr: the model, the backend, the KV pool, the engine's options.
 void log_startup(const Shared& s, const glass::ModelConfig& c, const BackendChoice& choice, const std::string& precision,
                  glass::KvType kv, const glass::serve::EngineOptions& eo, int max_queue, const std::string& draft) {
@@ -466,7 +480,7 @@ void log_startup(const Shared& s, const glass::ModelConfig& c, const BackendChoi
                  "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d, %s | "
                  "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s | chat template %s\n",
                  s.model.name.c_str(), c.dim, c.n_layers, c.vocab_size, c.seq_len,
-                 choice.name.c_str(), choice.name == "fast" ? (", " + std::to_string(choice.threads) + " threads, " + precision).c_str() : "",
+                 choice.name.c_str(), backend_details(choice, precision).c_str(),
                  s.engine.num_blocks(), eo.block_size, glass::to_string(kv), eo.prefix_caching ? "on" : "off",
                  eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue,
                  eo.draft_k > 0 ? (" | draft " + draft + ", k " + std::to_string(eo.draft_k)).c_str() : "",
@@ -517,29 +531,31 @@ int cmd_serve(int argc, char** argv) {
     const std::unique_ptr<glass::Tokenizer> tok = tokenizer_from_flags(flags, model_path, model);
     const std::string precision = precision_from_flags(flags, model);
     const glass::fast::FastOptions fo = fast_options_from_flags(flags, choice, precision);
-    const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(choice.name, model, fo);
-    std::vector<std::unique_ptr<glass::Model>> draft_models;  // --draft: speculative decoding in the engine
-    engine_draft_from_flags(flags, choice.name, model, fo, draft_models, eo);
-    glass::serve::EngineThread engine(*backend, *tok, eo, so.max_queue);
+    // With --tp/--pp the engine and the server run at rank 0; the other ranks follow its steps.
+    with_paged_backend(choice, model, fo, [&](glass::serve::PagedBackend& backend) {
+        std::vector<std::unique_ptr<glass::Model>> draft_models;  // --draft: speculative decoding in the engine
+        engine_draft_from_flags(flags, choice.name, model, fo, draft_models, eo);
+        glass::serve::EngineThread engine(backend, *tok, eo, so.max_queue);
 
-    Shared s{{std::filesystem::path(model_path).stem().string(), engine.request_positions(), model.config.vocab_size,
-              static_cast<std::int64_t>(std::time(nullptr)), {}},
-             *tok,
-             engine,
-             flags.get("--api-key", ""),
-             static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count())};
-    // A chat's messages become the prompt through the model's chat template (or --chat-template
-    // FILE); a model without one (llama2.c, --shape) keeps the plain layout (openai_chat.hpp).
-    s.model.chat = chat_format_from_flags(flags, flags.has("--shape") ? "" : model_path, *tok);
+        Shared s{{std::filesystem::path(model_path).stem().string(), engine.request_positions(), model.config.vocab_size,
+                  static_cast<std::int64_t>(std::time(nullptr)), {}},
+                 *tok,
+                 engine,
+                 flags.get("--api-key", ""),
+                 static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count())};
+        // A chat's messages become the prompt through the model's chat template (or --chat-template
+        // FILE); a model without one (llama2.c, --shape) keeps the plain layout (openai_chat.hpp).
+        s.model.chat = chat_format_from_flags(flags, flags.has("--shape") ? "" : model_path, *tok);
 
-    // The routes; the startup line on stderr; then serve until a signal stops it.
-    httplib::Server svr;
-    configure(svr, so.max_queue);
-    add_routes(svr, s);
-    add_error_handlers(svr, s);
-    const int bound = bind_listener(svr, so);
-    log_startup(s, model.config, choice, precision, fo.kv, eo, so.max_queue, flags.get("--draft", ""));
-    listen_until_stopped(svr, s, stop_signals, so, bound);
+        // The routes; the startup line on stderr; then serve until a signal stops it.
+        httplib::Server svr;
+        configure(svr, so.max_queue);
+        add_routes(svr, s);
+        add_error_handlers(svr, s);
+        const int bound = bind_listener(svr, so);
+        log_startup(s, model.config, choice, precision, fo.kv, eo, so.max_queue, flags.get("--draft", ""));
+        listen_until_stopped(svr, s, stop_signals, so, bound);
+    });
     return 0;
 }
 

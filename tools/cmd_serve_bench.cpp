@@ -8,6 +8,7 @@
 //       [--no-prefix-cache] [--no-chunked-prefill] [--seed S]
 //       [--batch-sweep] [--chat-turns N] [--stall] [--long-prompt N] [--decoders N] [--json]
 //       [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
+//       [--tp N] [--pp N] [--micro-batches M] [--rank-memory BYTES]   (the reference split over ranks)
 //
 // Without -m, --shape builds a model of that shape with random weights in memory (speed depends
 // on shapes, not on what the weights say); --context sets its context window.
@@ -96,6 +97,11 @@ nlohmann::json describe_setup(const Bench& b, const std::string& model_name, con
     if (fast) {
         j["threads"] = b.choice.threads;
         j["precision"] = precision;
+    }
+    if (b.choice.on_grid) {  // --tp/--pp: the reference over a grid of ranks (this is rank 0)
+        std::printf("ranks: tp %d × pp %d, %d micro-batch(es) per step\n", b.choice.grid.tp, b.choice.grid.pp,
+                    b.choice.grid_options.micro_batches);
+        j.update({{"tp", b.choice.grid.tp}, {"pp", b.choice.grid.pp}, {"micro_batches", b.choice.grid_options.micro_batches}});
     }
     return j;
 }
@@ -232,20 +238,21 @@ int cmd_serve_bench(int argc, char** argv) {
     const glass::NumberTokenizer tok(model.config.vocab_size);
     const std::string precision = precision_from_flags(flags, model);
     const glass::fast::FastOptions fast_options = fast_options_from_flags(flags, choice, precision);
-    const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(choice.name, model, fast_options);
     const glass::serve::EngineOptions plain = eo;  // for the C15 comparison
     std::vector<std::unique_ptr<glass::Model>> draft_models;
     engine_draft_from_flags(flags, choice.name, model, fast_options, draft_models, eo);  // --draft
 
-    // The experiments, each beside its baseline.
-    const Bench b{.c = model.config, .backend = *backend, .tok = tok, .eo = eo, .choice = choice};
-    nlohmann::json j = describe_setup(b, model_name, precision, fast_options.kv);
-    const serve_measure::LoadResult r = load_run(b, m.load, j);
-    if (flags.has("--draft")) draft_comparison(b, plain, m.load, r, flags.get("--draft", ""), j);
-    if (flags.has("--batch-sweep")) batch_sweep(b, j);
-    if (m.chat_turns > 0) j["chat"] = chat_turns(b, m.chat_turns, m.load.seed);
-    if (flags.has("--stall")) j["stall"] = stall(b, m.decoders, m.long_prompt);
-    if (flags.has("--json")) std::printf("%s\n", dump(j).c_str());
+    // The experiments, each beside its baseline (with --tp/--pp: at rank 0 of the group).
+    with_paged_backend(choice, model, fast_options, [&](glass::serve::PagedBackend& backend) {
+        const Bench b{.c = model.config, .backend = backend, .tok = tok, .eo = eo, .choice = choice};
+        nlohmann::json j = describe_setup(b, model_name, precision, fast_options.kv);
+        const serve_measure::LoadResult r = load_run(b, m.load, j);
+        if (flags.has("--draft")) draft_comparison(b, plain, m.load, r, flags.get("--draft", ""), j);
+        if (flags.has("--batch-sweep")) batch_sweep(b, j);
+        if (m.chat_turns > 0) j["chat"] = chat_turns(b, m.chat_turns, m.load.seed);
+        if (flags.has("--stall")) j["stall"] = stall(b, m.decoders, m.long_prompt);
+        if (flags.has("--json")) std::printf("%s\n", dump(j).c_str());
+    });
     return 0;
 }
 

@@ -9,6 +9,7 @@
 // process exits non-zero), so no rank waits for a dead peer.
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -51,6 +52,24 @@ inline void run_group(int ranks, const std::string& what, const std::function<vo
     glass::fail("mpirun started this glass, but it was built without Open MPI (install libopenmpi-dev and "
                 "rebuild); without mpirun, ", what, " runs its ", ranks, " ranks as threads of one process");
 #endif
+}
+
+// At rank 0 of a group, after a run of `seconds`: what talking to the other ranks cost
+// (communicator.hpp's counters, the whole group's and this rank's stage's), calls, bytes and
+// seconds per kind of call, and their share of the run, on stderr.
+inline void print_group_report(const glass::dist::CommCounters& world, const glass::dist::CommCounters& group,
+                               glass::dist::ParallelShape shape, double seconds) {
+    const auto line = [&](const char* name, const glass::dist::CallCounter& c) {
+        if (c.calls == 0) return;
+        std::fprintf(stderr, "[rank 0 of tp %d × pp %d] %-10s %6lld calls %10.3f MB %8.2f ms (%.1f%% of the run)\n",
+                     shape.tp, shape.pp, name, static_cast<long long>(c.calls), c.bytes / 1e6, c.seconds * 1e3,
+                     100.0 * c.seconds / seconds);
+    };
+    line("all-reduce", group.all_reduce);
+    line("gather", group.gather);
+    line("broadcast", world.broadcast);
+    line("send", world.send);
+    line("recv", world.recv);
 }
 
 }  // namespace cli

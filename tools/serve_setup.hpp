@@ -8,18 +8,27 @@
 //   engine    --block-size B (16), --pool-blocks N (0: four context windows' worth), --budget T
 //             (256 tokens a step), --max-running N (64 requests in a batch), --no-prefix-cache,
 //             --no-chunked-prefill, --draft SPEC [--draft-k K] (speculative decoding)
+//   ranks     --tp N, --pp N (a grid of N × M ranks: threads here, or processes under mpirun),
+//             --micro-batches M (1: a step's requests cut into M groups through the stages),
+//             --rank-memory BYTES (what one rank may hold); any of them: the CPU reference backend,
+//             split (dist/parallel_paged_backend.hpp)
 #pragma once
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <span>
 #include <vector>
 
 #include "cli.hpp"
 #include "draft_setup.hpp"
 #include "glass/glass.hpp"
+#include "parallel_setup.hpp"
 
 namespace cli {
 
@@ -28,20 +37,43 @@ inline std::map<std::string, bool> with_engine_flags(std::map<std::string, bool>
     own.insert({{"-m", true}, {"--shape", true}, {"--context", true}, {"--backend", true}, {"--threads", true},
                 {"--precision", true}, {"--kv", true}, {"--block-size", true}, {"--pool-blocks", true},
                 {"--budget", true}, {"--max-running", true}, {"--no-prefix-cache", false},
-                {"--no-chunked-prefill", false}, {"--draft", true}, {"--draft-k", true}});
+                {"--no-chunked-prefill", false}, {"--draft", true}, {"--draft-k", true}, {"--tp", true},
+                {"--pp", true}, {"--micro-batches", true}, {"--rank-memory", true}});
     return own;
 }
 
-// --backend and --threads, checked before anything is loaded.
+// --backend and --threads (and the ranks), checked before anything is loaded.
 struct BackendChoice {
     std::string name;  // "fast" or "reference"
     int threads = 1;   // the fast backend's
+    bool on_grid = false;  // --tp, --pp or --rank-memory: the reference split over ranks
+    glass::dist::ParallelShape grid{};
+    glass::dist::ParallelPagedOptions grid_options{};  // micro-batches, rank memory (kv: --kv)
 };
+
+// --tp, --pp, --micro-batches, --rank-memory into `b`; any of them picks the reference backend.
+inline void grid_from_flags(const Flags& flags, BackendChoice& b) {
+    b.on_grid = flags.has("--tp") || flags.has("--pp") || flags.has("--rank-memory");
+    b.grid = {.tp = ranks_from_flags(flags, "--tp"), .pp = ranks_from_flags(flags, "--pp")};
+    b.grid_options.micro_batches = flags.number<int>("--micro-batches").value_or(1);
+    b.grid_options.rank_memory = flags.number<std::int64_t>("--rank-memory").value_or(0);
+    if (flags.has("--micro-batches") && !b.on_grid) throw UsageError("--micro-batches applies to --tp/--pp");
+    if (b.grid_options.micro_batches < 1 || b.grid_options.micro_batches > 256)
+        throw UsageError("--micro-batches must be in [1, 256], got " + std::to_string(b.grid_options.micro_batches));
+    if (flags.has("--rank-memory") && b.grid_options.rank_memory < 1)
+        throw UsageError("--rank-memory must be a positive number of bytes, got " + flags.get("--rank-memory", ""));
+    if (!b.on_grid) return;
+    if (b.name != "reference" && flags.has("--backend"))
+        throw UsageError("--tp, --pp and --rank-memory split the CPU reference backend over ranks: use --backend "
+                         "reference (or leave --backend out)");
+    b.name = "reference";
+}
 
 inline BackendChoice backend_from_flags(const Flags& flags) {
     BackendChoice b{.name = flags.get("--backend", "fast"),
                     .threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))};
     if (b.name != "fast" && b.name != "reference") throw UsageError("--backend must be fast or reference, got '" + b.name + "'");
+    grid_from_flags(flags, b);
     if (b.name == "reference" && (flags.has("--threads") || flags.has("--precision")))
         throw UsageError("--threads and --precision apply to --backend fast");
     if (b.threads < 1 || b.threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(b.threads));
@@ -109,6 +141,57 @@ inline std::unique_ptr<glass::serve::PagedBackend> make_paged_backend(const std:
                                                                       const glass::fast::FastOptions& fast_options) {
     if (name == "reference") return std::make_unique<glass::serve::CpuPagedBackend>(model, fast_options.kv);
     return std::make_unique<glass::fast::FastPagedBackend>(model, fast_options);
+}
+
+// Every rank's StageClock, gathered at rank 0 and printed there on stderr: how much of its forward
+// passes each rank spent waiting (for the stage before it, for the logits, for the all-reduces).
+inline void report_stage_clocks(glass::dist::Communicator& comm, const glass::dist::ParallelPagedBackend& backend,
+                                int micro_batches) {
+    const glass::dist::StageClock& clock = backend.clock();
+    const double mine[3] = {clock.busy_seconds, clock.step_seconds, static_cast<double>(clock.passes)};
+    std::vector<double> all(comm.rank() == 0 ? 3 * static_cast<size_t>(comm.size()) : 0);
+    comm.gather(std::span<const double>(mine), std::span<double>(all), 0);
+    if (comm.rank() != 0) return;
+    const glass::dist::ParallelShape shape = backend.place().shape;
+    for (int r = 0; r < comm.size(); ++r) {
+        const glass::dist::StageClock c{.busy_seconds = all[3 * static_cast<size_t>(r)],
+                                        .step_seconds = all[3 * static_cast<size_t>(r) + 1],
+                                        .passes = static_cast<std::int64_t>(all[3 * static_cast<size_t>(r) + 2])};
+        std::fprintf(stderr, "[rank %d: stage %d, tensor rank %d] %lld forward passes, %.1f%% of their time waiting "
+                     "(%d micro-batch%s a step)\n", r, r / shape.tp, r % shape.tp, static_cast<long long>(c.passes),
+                     100.0 * c.idle_share(), micro_batches, micro_batches == 1 ? "" : "es");
+    }
+}
+
+// body(backend) on the backend `choice` names: one process's; or, with --tp/--pp/--rank-memory,
+// the split reference at rank 0 of the group, the other ranks following it until body returns.
+// Rank 0 then reports on stderr what the group's talking and waiting cost.
+inline void with_paged_backend(const BackendChoice& choice, const glass::Model& model,
+                               const glass::fast::FastOptions& fast_options,
+                               const std::function<void(glass::serve::PagedBackend&)>& body) {
+    if (!choice.on_grid) {
+        const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(choice.name, model, fast_options);
+        body(*backend);
+        return;
+    }
+    const glass::dist::ParallelShape shape = choice.grid;
+    glass::dist::ParallelPagedOptions options = choice.grid_options;
+    options.kv = fast_options.kv;
+    run_group(shape.tp * shape.pp, "--tp " + std::to_string(shape.tp) + " --pp " + std::to_string(shape.pp),
+              [&](glass::dist::Communicator& comm) {
+                  glass::dist::ParallelPagedBackend backend(model, comm, shape, options);
+                  if (comm.rank() != 0) {
+                      backend.follow();
+                      report_stage_clocks(comm, backend, options.micro_batches);
+                      return;
+                  }
+                  const auto start = std::chrono::steady_clock::now();
+                  body(backend);
+                  backend.finish();
+                  const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+                  print_group_report(comm.counters(), backend.stage_group().counters(), shape, seconds.count());
+                  report_stage_clocks(comm, backend, options.micro_batches);
+              });
 }
 
 // --draft SPEC [--draft-k K] into the engine's options (speculative decoding in the engine). Each

@@ -135,6 +135,7 @@
 #include "glass/dist/tensor_parallel.hpp"
 #include "glass/dist/pipeline_parallel.hpp"
 #include "glass/dist/parallel_session.hpp"
+#include "glass/dist/parallel_paged_backend.hpp"
 #if __has_include(<mpi.h>)  // only programs built with Open MPI's include path (tools/, tests/dist/)
 #include "glass/dist/mpi_communicator.hpp"
 #endif

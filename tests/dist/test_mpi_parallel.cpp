@@ -1,7 +1,9 @@
 // Tensor and pipeline parallelism (dist/tensor_parallel.hpp, dist/pipeline_parallel.hpp) with each
 // rank a process: ctest runs this as `mpirun -n 2 ...`. Rank 0 drives the session, rank 1 follows;
 // rank 0 also runs the same split with its ranks as threads of this process and compares: the
-// transport must not change a bit. Pipeline stages must give one process's bits.
+// transport must not change a bit. Pipeline stages must give one process's bits. The serving
+// engine over the split backend (dist/parallel_paged_backend.hpp) too: the same bits over MPI as
+// over threads, llama2.c's ids.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -15,8 +17,11 @@
 
 #include "glass/checkpoint.hpp"
 #include "glass/dist/mpi_communicator.hpp"
+#include "glass/dist/parallel_paged_backend.hpp"
 #include "glass/dist/parallel_session.hpp"
 #include "glass/dist/thread_communicator.hpp"
+#include "glass/serve/engine.hpp"
+#include "glass/formats/llama2c_tokenizer.hpp"
 
 using glass::dist::Communicator;
 using glass::dist::MpiCommunicator;
@@ -120,6 +125,71 @@ TEST_CASE("mpi pp 2: one process's logits bit for bit, and the golden's ids") {
     for (int i = 0; i < steps; ++i) {
         CHECK(std::equal(l.begin(), l.end(), staged.logits[static_cast<size_t>(i)].begin()));
         l = one.decode(expected[static_cast<size_t>(i)]);
+    }
+}
+
+namespace {
+
+struct GoldenRun {
+    std::vector<std::vector<int>> ids;
+    std::vector<std::vector<double>> logprobs;
+};
+
+// Every greedy golden of llama2.c as requests of one engine on the split backend at rank 0 of
+// `comm` (the other ranks follow); what each request generated and its chosen logprobs.
+GoldenRun engine_goldens(Communicator& comm, glass::dist::ParallelShape shape, int micro_batches) {
+    static const glass::Llama2cTokenizer tok = glass::Llama2cTokenizer::load(GLASS_MODELS_DIR "/tok512.bin", 512);
+    glass::dist::ParallelPagedBackend backend(shipped(), comm, shape, {.micro_batches = micro_batches});
+    GoldenRun run;
+    if (comm.rank() != 0) {
+        backend.follow();
+        return run;
+    }
+    glass::serve::EngineOptions eo;
+    eo.num_blocks = 40 * 32;
+    glass::serve::Engine engine(backend, tok, eo);
+    std::ifstream in(GLASS_SHARED_DIR "/goldens/stories260K_greedy.jsonl");
+    for (std::string line; std::getline(in, line);) {
+        const nlohmann::json g = nlohmann::json::parse(line);
+        if (g["temperature"].get<double>() != 0.0) continue;
+        glass::GenerateOptions o;
+        o.sampling.temperature = 0.0f;
+        o.logprobs = true;
+        o.max_new_tokens = static_cast<int>(g["generated_ids"].size());
+        engine.add_request_ids(g["prompt_ids"].get<std::vector<int>>(), o);
+        run.ids.push_back(g["generated_ids"].get<std::vector<int>>());  // expected, replaced below
+    }
+    const std::vector<glass::serve::RequestResult> results = engine.run_to_completion();
+    REQUIRE(results.size() == run.ids.size());
+    for (size_t i = 0; i < results.size(); ++i) {
+        CHECK(results[i].generated_ids == run.ids[i]);
+        run.ids[i] = results[i].generated_ids;
+        std::vector<double> lp;
+        for (const auto& step : results[i].logprobs) lp.push_back(step.chosen.logprob);
+        run.logprobs.push_back(lp);
+    }
+    backend.finish();
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("mpi: the serving engine on tp 2 and on pp 2 with 2 micro-batches: llama2.c's ids, the threads' bits") {
+    const struct {
+        glass::dist::ParallelShape shape;
+        int micro;
+    } grids[] = {{{.tp = 2, .pp = 1}, 1}, {{.tp = 1, .pp = 2}, 2}};
+    for (const auto& g : grids) {
+        INFO("tp " << g.shape.tp << ", pp " << g.shape.pp);
+        const GoldenRun over_mpi = engine_goldens(world(), g.shape, g.micro);
+        if (world().rank() != 0) continue;
+        GoldenRun over_threads;
+        glass::dist::run_ranks(2, [&](Communicator& comm) {
+            GoldenRun r = engine_goldens(comm, g.shape, g.micro);
+            if (comm.rank() == 0) over_threads = std::move(r);
+        });
+        CHECK(over_mpi.ids == over_threads.ids);
+        CHECK(over_mpi.logprobs == over_threads.logprobs);
     }
 }
 

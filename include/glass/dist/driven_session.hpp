@@ -27,6 +27,26 @@
 
 namespace glass::dist {
 
+/// \brief Rank 0's half of one step of the driver protocol: a header (its `count` says how many
+/// ints follow), then the ints, broadcast to every rank. (DrivenSession here, and the serving
+/// engine's ParallelPagedBackend, speak it.)
+template <typename Header>
+void announce_step(Communicator& comm, Header h, std::span<const int> ints) {
+    comm.broadcast(std::span<Header>(&h, 1), 0);
+    if (ints.empty()) return;
+    std::vector<int> copy(ints.begin(), ints.end());
+    comm.broadcast(std::span<int>(copy), 0);
+}
+
+/// \brief The other ranks' half: the header into `h`, then its `h.count` ints.
+template <typename Header>
+std::vector<int> receive_step(Communicator& comm, Header& h) {
+    comm.broadcast(std::span<Header>(&h, 1), 0);
+    std::vector<int> ints(static_cast<size_t>(h.count));
+    if (h.count > 0) comm.broadcast(std::span<int>(ints), 0);
+    return ints;
+}
+
 /// \brief The driver/follower protocol of a split Session. A subclass says how its rank computes
 /// a forward pass (`forward`: every rank, the same ids; logits at rank 0) and owns the rank's KV
 /// cache (`cache`).
@@ -64,9 +84,7 @@ public:
         if (comm_.rank() == 0) fail("follow() is for ranks > 0: rank 0 drives the session");
         for (std::int64_t passes = 0;;) {
             Header h{};
-            comm_.broadcast(std::span<Header>(&h, 1), 0);
-            std::vector<int> ids(static_cast<size_t>(h.count));
-            if (h.count > 0) comm_.broadcast(std::span<int>(ids), 0);
+            const std::vector<int> ids = receive_step(comm_, h);
             switch (h.kind) {
             case Kind::finish: return passes;
             case Kind::reset: cache().clear(); break;
@@ -107,11 +125,7 @@ private:
     void announce(Header h, std::span<const int> ids) {
         if (comm_.rank() != 0) fail("rank ", comm_.rank(), " follows: only rank 0 drives the session");
         if (finished_ && h.kind != Kind::finish) fail("this split session has finished");
-        comm_.broadcast(std::span<Header>(&h, 1), 0);
-        if (!ids.empty()) {
-            std::vector<int> copy(ids.begin(), ids.end());
-            comm_.broadcast(std::span<int>(copy), 0);
-        }
+        announce_step(comm_, h, ids);
     }
     std::span<const float> step(Kind kind, std::span<const int> ids) {
         check_forward_input(config(), cache().length(), ids);  // refused here, before any other rank hears of it

@@ -65,13 +65,14 @@ inline RowMatrix embed_split(const Model& shard, const TensorSplit& s, std::span
 }
 
 /// \brief Every rank's vocabulary slice of the logits of `rows` `[r, dim]`, gathered at rank 0
-/// into `[r, vocab]` (row-major; empty on the other ranks).
+/// into `[r, vocab]` (row-major; empty on the other ranks). `order`: as classify's (the serving
+/// engine's batches go row by row, so a request's logits never depend on its batch).
 inline std::vector<float> classify_split(const Model& shard, const TensorSplit& s, int vocab, const RowMatrix& rows,
-                                         Communicator& comm) {
+                                         Communicator& comm, RowOrder order = RowOrder::whole_batch) {
     const size_t r = static_cast<size_t>(rows.rows());
     const size_t stride = static_cast<size_t>(s.vocab_stride);
     std::vector<float> mine(r * stride, 0.0f);  // [r, stride]: my slice, padded to the common width
-    const std::vector<float> slice = classify(shard, rows);  // [r, my vocab]
+    const std::vector<float> slice = classify(shard, rows, order);  // [r, my vocab]
     for (size_t i = 0; i < r; ++i)
         std::copy_n(slice.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(s.vocab)), s.vocab,
                     mine.begin() + static_cast<std::ptrdiff_t>(i * stride));

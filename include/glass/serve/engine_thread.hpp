@@ -26,7 +26,8 @@
 /// forward passes: continuous batching across connections.
 ///
 /// Admission: at most max_in_flight requests are in flight (submitted and not finished); submit()
-/// refuses the next one (an HTTP server answers 503). Shutdown: drain(grace) refuses new ones and
+/// refuses the next one (an HTTP server answers 503), and every one once the backend is
+/// unavailable (a model split over ranks whose group is gone: 503 too). Shutdown: drain(grace) refuses new ones and
 /// lets those in flight run until the grace period ends, then cancels what is left; stop() cancels
 /// everything and ends the thread.
 /// ```
@@ -103,7 +104,7 @@ struct Ticket {
     std::atomic<bool> cancel_requested{false};
 };
 
-enum class Admission { accepted, queue_full, shutting_down };
+enum class Admission { accepted, queue_full, shutting_down, backend_unavailable };
 
 class EngineThread {
 public:
@@ -127,6 +128,7 @@ public:
         {
             std::lock_guard<std::mutex> lock(mutex_);
             if (draining_ || stopping_) return Admission::shutting_down;
+            if (!unavailable().empty()) return Admission::backend_unavailable;
             if (in_flight_ >= max_in_flight_) return Admission::queue_full;
             ++in_flight_;
             arrivals_.push_back(ticket);
@@ -172,6 +174,9 @@ public:
         work_.notify_one();
         if (thread_.joinable()) thread_.join();
     }
+
+    /// Why the backend can run no more steps (its ranks are gone), or empty: backend().unavailable().
+    std::string unavailable() const { return engine_.backend().unavailable(); }
 
     bool draining() const {
         std::lock_guard<std::mutex> lock(mutex_);

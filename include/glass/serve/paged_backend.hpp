@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <numeric>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "glass/config.hpp"
@@ -90,6 +91,10 @@ public:
     virtual std::span<const float> forward(std::span<const BatchEntry> batch) = 0;
     /// Weight bytes one forward pass reads (for bandwidth arithmetic).
     virtual std::int64_t weight_bytes() const = 0;
+    /// Why this backend can run no more passes (a model split over ranks whose group is gone:
+    /// dist/parallel_paged_backend.hpp), or empty while it can. Safe to call from any thread; a
+    /// server answers 503 with it.
+    virtual std::string unavailable() const { return {}; }
 };
 
 /// One sequence over a PagedBackend, as a Session: its block table is the whole pool, in order.

@@ -63,6 +63,10 @@ public:
         for (const RowMatrix& m : keys_) total += 2 * static_cast<std::int64_t>(m.size()) * sizeof(float);
         return total;
     }
+    /// What bytes() will be for a pool of `num_blocks` blocks of `block_size` for config `c`.
+    static std::int64_t bytes_for(const ModelConfig& c, int num_blocks, int block_size) {
+        return 2 * std::int64_t{c.n_layers} * num_blocks * block_size * c.kv_dim() * std::int64_t{sizeof(float)};
+    }
 
     /// Stores k, v [kv_dim] of position `pos`.
     void write(int layer, std::span<const int> table, int pos, const Eigen::Ref<const Eigen::RowVectorXf>& k,
@@ -102,16 +106,23 @@ private:
 
 /// The pool blocks of the batch's sequences, as transformer_block reads and writes them:
 /// sequence s is batch entry s, whose block table maps its positions to pool rows.
+/// `first_layer`: the model layer the pool's layer 0 holds (a pipeline stage's pool keeps only
+/// its own layers: dist/parallel_paged_backend.hpp); 0 for a whole model.
 struct PagedKv {
     PagedKVPool& pool;
     std::span<const BatchEntry> batch;
+    int first_layer = 0;
     void write(int layer, int s, int start, const RowMatrix& k, const RowMatrix& v) {
         const std::span<const int> table = batch[static_cast<size_t>(s)].block_table;
         for (Eigen::Index i = 0; i < k.rows(); ++i)
-            pool.write(layer, table, start + static_cast<int>(i), k.row(i), v.row(i));
+            pool.write(layer - first_layer, table, start + static_cast<int>(i), k.row(i), v.row(i));
     }
-    RowMatrix keys(int layer, int s, int n) const { return pool.gather_keys(layer, batch[static_cast<size_t>(s)].block_table, n); }
-    RowMatrix values(int layer, int s, int n) const { return pool.gather_values(layer, batch[static_cast<size_t>(s)].block_table, n); }
+    RowMatrix keys(int layer, int s, int n) const {
+        return pool.gather_keys(layer - first_layer, batch[static_cast<size_t>(s)].block_table, n);
+    }
+    RowMatrix values(int layer, int s, int n) const {
+        return pool.gather_values(layer - first_layer, batch[static_cast<size_t>(s)].block_table, n);
+    }
 };
 
 /// One forward pass over the batch; returns logits [n_rows, vocab] for the rows append_logit_rows

@@ -1,0 +1,249 @@
+// The serving engine over a grid of ranks (dist/parallel_paged_backend.hpp), the ranks as threads
+// of this process (tests/dist/ runs it over Open MPI processes): rank 0 runs serve::Engine
+// unchanged, the others follow. Pipeline stages run one process's operations in its order, so
+// pp checks are bit for bit against the one-process engine; tensor parallelism sums Wo's and W2's
+// products in two pieces, so tp checks are the engine's own promise (each request equals itself
+// run alone on the same backend, bit for bit) plus llama2.c's ids.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "glass/dist/parallel_paged_backend.hpp"
+#include "glass/glass.hpp"
+#include "serve_workloads.hpp"
+#include "test_support.hpp"
+
+using glass::dist::Communicator;
+using glass::dist::ParallelPagedBackend;
+using glass::dist::ParallelPagedOptions;
+using glass::dist::ParallelShape;
+using glass::serve::BatchEntry;
+using glass::serve::Engine;
+using glass::serve::EngineOptions;
+
+namespace {
+
+// body(backend) at rank 0 of a tp × pp grid of threads; the other ranks follow until it returns.
+void on_grid(const glass::Model& m, ParallelShape shape, ParallelPagedOptions o,
+             const std::function<void(ParallelPagedBackend&)>& body) {
+    glass::dist::run_ranks(shape.tp * shape.pp, [&](Communicator& comm) {
+        ParallelPagedBackend backend(m, comm, shape, o);
+        if (comm.rank() != 0) {
+            backend.follow();
+            return;
+        }
+        body(backend);
+        backend.finish();
+    });
+}
+
+// Every greedy and seeded-sampling golden of llama2.c as one batch of 36 + requests.
+std::vector<glass::serve::RequestResult> run_goldens(glass::serve::PagedBackend& backend,
+                                                     const std::vector<nlohmann::json>& goldens) {
+    EngineOptions eo;
+    eo.num_blocks = static_cast<int>(goldens.size()) * 32;  // everyone at once: 512 positions / 16 each
+    eo.scheduler.max_running = 64;
+    Engine engine(backend, test::shipped_tok(), eo);
+    for (const nlohmann::json& g : goldens) engine.add_request(g["prompt"].get<std::string>(), test::golden_options(g));
+    return engine.run_to_completion();
+}
+
+std::vector<nlohmann::json> all_goldens() {
+    std::vector<nlohmann::json> goldens = test::read_jsonl(test::golden("stories260K_greedy.jsonl"));
+    for (const nlohmann::json& g : test::read_jsonl(test::golden("stories260K_sampling.jsonl"))) goldens.push_back(g);
+    return goldens;
+}
+
+}  // namespace
+
+TEST_CASE("pack_batch / unpack_batch: every field comes back; a short message is refused") {
+    const std::vector<int> a_tokens{5, 6, 7}, a_table{3, 1}, b_tokens{9}, b_table{0, 2, 4};
+    const BatchEntry batch[2] = {{.tokens = a_tokens, .start = 20, .block_table = a_table, .wants_logits = false},
+                                 {.tokens = b_tokens, .start = 40, .block_table = b_table, .every_row = true}};
+    const std::vector<int> ints = glass::dist::pack_batch(batch);
+    CHECK(ints.size() == 1 + 2 * 5 + 3 + 2 + 1 + 3);
+    const std::vector<BatchEntry> back = glass::dist::unpack_batch(ints);
+    REQUIRE(back.size() == 2);
+    for (size_t i = 0; i < 2; ++i) {
+        CHECK(std::vector<int>(back[i].tokens.begin(), back[i].tokens.end()) ==
+              std::vector<int>(batch[i].tokens.begin(), batch[i].tokens.end()));
+        CHECK(std::vector<int>(back[i].block_table.begin(), back[i].block_table.end()) ==
+              std::vector<int>(batch[i].block_table.begin(), batch[i].block_table.end()));
+        CHECK(back[i].start == batch[i].start);
+        CHECK(back[i].wants_logits == batch[i].wants_logits);
+        CHECK(back[i].every_row == batch[i].every_row);
+    }
+    const std::vector<int> cut(ints.begin(), ints.end() - 1);
+    CHECK_THROWS_WITH_AS(glass::dist::unpack_batch(cut), doctest::Contains("too short for entry 1"), glass::Error);
+    CHECK_THROWS_WITH_AS(glass::dist::unpack_batch(std::vector<int>{3, 0}), doctest::Contains("header"), glass::Error);
+}
+
+TEST_CASE("cut_micro_batches: in order, never empty, about equal tokens, at most m") {
+    const std::vector<int> t1{1}, t8(8, 1), t3(3, 1);
+    const std::vector<int> table{0};
+    const auto entry = [&](const std::vector<int>& t) { return BatchEntry{.tokens = t, .block_table = table}; };
+    const std::vector<BatchEntry> batch{entry(t8), entry(t1), entry(t1), entry(t3), entry(t1), entry(t1)};  // 15 tokens
+    for (int m = 1; m <= 8; ++m) {
+        INFO("m " << m);
+        const std::vector<glass::dist::MicroBatch> cuts = glass::dist::cut_micro_batches(batch, m);
+        CHECK(static_cast<int>(cuts.size()) == std::min(m, 6));
+        int next = 0;
+        for (const glass::dist::MicroBatch& c : cuts) {
+            CHECK(c.begin == next);
+            CHECK(c.end > c.begin);
+            next = c.end;
+        }
+        CHECK(next == 6);
+    }
+    const std::vector<glass::dist::MicroBatch> two = glass::dist::cut_micro_batches(batch, 2);
+    CHECK(two[0].end == 1);  // the 8-token prompt is its own half (8 of 15)
+    CHECK_THROWS_AS(glass::dist::cut_micro_batches(batch, 0), glass::Error);
+}
+
+TEST_CASE("pp 2 and 3, 1 and 3 micro-batches: the engine's results equal one process's, bit for bit") {
+    const glass::Model& m = test::shipped();
+    const glass::ModelConfig& c = m.config;
+    glass::serve::CpuPagedBackend one(m);
+    for (const unsigned seed : {3u, 4u}) {
+        const test::Workload w = test::random_workload(seed, c, /*block_size=*/5, /*budget=*/64, /*num_blocks=*/40,
+                                                       /*prefix_caching=*/seed % 2 == 0, /*chunked=*/true);
+        const std::vector<glass::serve::RequestResult> want = test::run_workload(one, test::shipped_tok(), w);
+        for (const int pp : {2, 3})
+            for (const int micro : {1, 3}) {
+                INFO("seed " << seed << ", pp " << pp << ", micro-batches " << micro);
+                std::vector<glass::serve::RequestResult> got;
+                on_grid(m, {.tp = 1, .pp = pp}, {.micro_batches = micro},
+                        [&](ParallelPagedBackend& b) { got = test::run_workload(b, test::shipped_tok(), w); });
+                REQUIRE(got.size() == want.size());
+                for (size_t i = 0; i < got.size(); ++i) {
+                    CHECK(got[i].generated_ids == want[i].generated_ids);
+                    REQUIRE(got[i].logprobs.size() == want[i].logprobs.size());
+                    for (size_t k = 0; k < got[i].logprobs.size(); ++k)
+                        CHECK(got[i].logprobs[k].chosen.logprob == want[i].logprobs[k].chosen.logprob);
+                }
+            }
+    }
+}
+
+TEST_CASE("tp 2: each request equals itself alone on the same split backend, over randomized workloads") {
+    const glass::Model& m = test::shipped();
+    on_grid(m, {.tp = 2, .pp = 1}, {}, [&](ParallelPagedBackend& b) {
+        test::WorkloadStats total;
+        for (unsigned seed = 11; seed < 15; ++seed) {  // small pool (preemption), chunked prompts, prefix cache on and off
+            const int block = seed % 2 ? 5 : 16;
+            const test::Workload w = test::random_workload(seed, m.config, block, /*budget=*/64,
+                                                           (seed < 13 ? 120 : 1024) / block, seed % 2 == 0, true);
+            total.add(test::check_workload_against_alone(b, b, test::shipped_tok(), w));  // `alone`: the same ranks, after
+        }
+        CHECK(total.max_batch_requests >= 2);
+        CHECK(total.chunked_prompts > 0);
+    });
+}
+
+TEST_CASE("tp 2, pp 2 with 2 micro-batches, and tp 2 × pp 2: llama2.c's goldens from one batched engine") {
+    const glass::Model& m = test::shipped();
+    const std::vector<nlohmann::json> goldens = all_goldens();
+    const struct {
+        ParallelShape shape;
+        int micro;
+    } grids[] = {{{.tp = 2, .pp = 1}, 1}, {{.tp = 1, .pp = 2}, 2}, {{.tp = 2, .pp = 2}, 2}};
+    for (const auto& g : grids) {
+        INFO("tp " << g.shape.tp << ", pp " << g.shape.pp << ", micro-batches " << g.micro);
+        std::vector<glass::serve::RequestResult> results;
+        on_grid(m, g.shape, {.micro_batches = g.micro}, [&](ParallelPagedBackend& b) { results = run_goldens(b, goldens); });
+        REQUIRE(results.size() == goldens.size());
+        for (size_t i = 0; i < goldens.size(); ++i) {
+            INFO("golden " << goldens[i]["prompt"] << " T " << goldens[i]["temperature"]);
+            CHECK(results[i].generated_ids == test::ids_of(goldens[i]["generated_ids"]));
+        }
+    }
+}
+
+TEST_CASE("StageClock: every pass counted, busy time inside the step time, at every rank") {
+    // Only the accounting is checked here: how large the bubble is (1 vs several micro-batches)
+    // depends on the machine's load and is measured by scripts/bench-parallel, not asserted.
+    const glass::Model& m = test::shipped();
+    std::vector<int> prompt(32);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>(1 + (i * 37) % 500);
+    glass::dist::run_ranks(2, [&](Communicator& comm) {
+        ParallelPagedBackend b(m, comm, {.tp = 1, .pp = 2}, {.micro_batches = 4});
+        if (comm.rank() == 0) {
+            b.allocate_pool(32, 16);
+            std::vector<std::vector<int>> tables(8);
+            std::vector<BatchEntry> batch;
+            for (int r = 0; r < 8; ++r) {  // 8 requests of 32 tokens: blocks 2r, 2r + 1
+                tables[static_cast<size_t>(r)] = {2 * r, 2 * r + 1};
+                batch.push_back({.tokens = prompt, .start = 0, .block_table = tables[static_cast<size_t>(r)]});
+            }
+            for (int pass = 0; pass < 3; ++pass) b.forward(batch);
+            b.finish();
+        } else {
+            CHECK(b.follow() == 3);
+        }
+        const glass::dist::StageClock& clock = b.clock();
+        CHECK(clock.passes == 3);
+        CHECK(clock.busy_seconds > 0.0);
+        CHECK(clock.busy_seconds <= clock.step_seconds);
+        CHECK(clock.idle_share() >= 0.0);
+        CHECK(clock.idle_share() < 1.0);
+    });
+}
+
+TEST_CASE("--rank-memory: a model that does not fit one rank is refused naming the bytes, and fits two") {
+    const glass::Model& m = test::shipped();
+    glass::serve::CpuPagedBackend one(m);
+    const std::int64_t pool = 2 * std::int64_t{m.config.n_layers} * 64 * m.config.kv_dim() * 4;  // 4 blocks of 16
+    const std::int64_t cap = (m.weight_bytes + pool) * 3 / 4;  // three quarters of what one rank would hold
+    CHECK_THROWS_WITH_AS(on_grid(m, {.tp = 1, .pp = 1}, {.rank_memory = cap}, [](ParallelPagedBackend& b) { b.allocate_pool(4, 16); }),
+                         doctest::Contains(("more than its memory of " + std::to_string(cap) + " bytes").c_str()), glass::Error);
+    std::vector<float> logits;
+    on_grid(m, {.tp = 2, .pp = 1}, {.rank_memory = cap}, [&](ParallelPagedBackend& b) {
+        b.allocate_pool(4, 16);
+        CHECK(b.held_bytes() <= cap);
+        const std::vector<int> ids{1, 2, 3}, table{0};
+        const BatchEntry e{.tokens = ids, .start = 0, .block_table = table};
+        const std::span<const float> l = b.forward({&e, 1});
+        logits.assign(l.begin(), l.end());
+    });
+    CHECK(logits.size() == static_cast<size_t>(m.config.vocab_size));
+}
+
+TEST_CASE("a bad batch is refused at rank 0 before any rank hears of it; the group goes on") {
+    const glass::Model& m = test::shipped();
+    on_grid(m, {.tp = 2, .pp = 1}, {}, [&](ParallelPagedBackend& b) {
+        b.allocate_pool(4, 16);
+        const std::vector<int> bad{1, m.config.vocab_size}, good{1, 2}, table{0}, outside{9};
+        const BatchEntry e{.tokens = bad, .start = 0, .block_table = table};
+        CHECK_THROWS_WITH_AS(b.forward({&e, 1}), doctest::Contains(("token id " + std::to_string(m.config.vocab_size)).c_str()), glass::Error);
+        const BatchEntry f{.tokens = good, .start = 0, .block_table = outside};
+        CHECK_THROWS_WITH_AS(b.forward({&f, 1}), doctest::Contains("block 9 is outside the pool of 4"), glass::Error);
+        const BatchEntry g{.tokens = good, .start = 0, .block_table = table};
+        CHECK(b.forward({&g, 1}).size() == static_cast<size_t>(m.config.vocab_size));
+    });
+}
+
+TEST_CASE("a rank that goes silent: the pass fails naming it, the backend stays unavailable, the engine refuses") {
+    using namespace std::chrono_literals;
+    const glass::Model& m = test::shipped();
+    glass::dist::run_ranks(
+        2,
+        [&](Communicator& comm) {
+            ParallelPagedBackend b(m, comm, {.tp = 2, .pp = 1});
+            if (comm.rank() != 0) return;  // rank 1 never follows: silent from the start
+            glass::serve::EngineThread engine(b, test::shipped_tok(), {}, 4);  // allocates the pool: a broadcast,
+            CHECK(b.unavailable().empty());                                  // rank 0 waits for no one there
+            const std::vector<int> ids{1, 2, 3}, table{0};
+            const BatchEntry e{.tokens = ids, .start = 0, .block_table = table};
+            CHECK_THROWS_WITH_AS(b.forward({&e, 1}), doctest::Contains("rank 1, which did not answer"), glass::Error);
+            CHECK(b.unavailable().find("group of ranks is gone") != std::string::npos);
+            CHECK(b.unavailable().find("rank 1") != std::string::npos);
+            CHECK_THROWS_WITH_AS(b.forward({&e, 1}), doctest::Contains("group of ranks is gone"), glass::Error);  // at once
+            auto ticket = std::make_shared<glass::serve::Ticket>();
+            ticket->prompt_ids = ids;
+            CHECK(engine.submit(ticket) == glass::serve::Admission::backend_unavailable);
+            CHECK(engine.unavailable() == b.unavailable());
+        },
+        {.patience = 1000ms});  // the hang guard, short here: rank 1 is known to be silent
+}
