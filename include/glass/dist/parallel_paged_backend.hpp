@@ -140,7 +140,6 @@ inline std::vector<float> split_paged_forward(const Model& shard, const RankPlac
     const ModelConfig& c = shard.config;
     const PipelineStage& stage = at.stage;
     std::vector<float> logits;  // [rows so far, vocab]: at the last stage's tensor rank 0
-    AllReducePartials partials(group);
     for (const MicroBatch& mb : cut_micro_batches(batch, micro_batches)) {
         const std::span<const serve::BatchEntry> part = batch.subspan(static_cast<size_t>(mb.begin), static_cast<size_t>(mb.end - mb.begin));
         std::vector<int> ids;  // the part's new tokens, stacked
@@ -150,20 +149,17 @@ inline std::vector<float> split_paged_forward(const Model& shard, const RankPlac
             ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
         }
         // 1. In: the first stage embeds; a later one waits for the stream from its peer before it.
-        RowMatrix x(static_cast<Eigen::Index>(ids.size()), c.dim);  // [N, dim]
-        if (stage.rank > 0)
-            world.recv(at.shape.rank_of(stage.rank - 1, at.split.rank), std::span<float>(x.data(), static_cast<size_t>(x.size())));
-        const Clock::time_point busy_start = Clock::now();
-        if (stage.rank == 0) x = embed_split(shard, at.split, ids, c.embedding_scale, group);
+        const Clock::time_point input_start = Clock::now();
+        RowMatrix x = stage_input(shard, at, ids, world, group);  // [N, dim] (parallel_session.hpp)
+        // stage 0's input is work (the embedding); a later stage's is waiting for the one before
+        const Clock::time_point busy_start = stage.rank == 0 ? input_start : Clock::now();
         // 2. This stage's layers over the part's requests, row by row (batch-invariant bits).
         serve::PagedKv kv{.pool = pool, .batch = part, .first_layer = stage.first_layer};
-        for (int i = 0; i < stage.layers; ++i)
-            transformer_block(c, shard.layers[static_cast<size_t>(i)], stage.first_layer + i, x, seqs, kv,
-                              RowOrder::row_by_row, nullptr, &partials);
+        stage_layers(shard, at, x, seqs, kv, RowOrder::row_by_row, group);
         // 3. Out: the stream to the next stage, or the wanted rows' logits (vocabulary slices gathered).
         if (!stage.is_last()) {
             if (clock) clock->busy_seconds += seconds_since(busy_start);
-            world.send(at.shape.rank_of(stage.rank + 1, at.split.rank), std::span<const float>(x.data(), static_cast<size_t>(x.size())));
+            pass_stream_on(at, x, world);
             continue;
         }
         std::vector<int> wanted;
@@ -176,15 +172,15 @@ inline std::vector<float> split_paged_forward(const Model& shard, const RankPlac
     }
     // 4. The last stage's tensor rank 0 hands every micro-batch's logits to rank 0 at once (so it
     //    never waits on rank 0, which is still busy with its own micro-batches).
-    std::vector<int> wanted_all;
-    int first = 0;
-    for (const serve::BatchEntry& e : batch) {
-        serve::append_logit_rows(e, first, wanted_all);
-        first += static_cast<int>(e.tokens.size());
-    }
     const int last_stage_head = at.shape.rank_of(stage.ranks - 1, 0);
     if (world.rank() == last_stage_head && last_stage_head != 0) world.send(0, std::span<const float>(logits));
     if (world.rank() == 0 && last_stage_head != 0) {
+        std::vector<int> wanted_all;  // only their count matters here
+        int first = 0;
+        for (const serve::BatchEntry& e : batch) {
+            serve::append_logit_rows(e, first, wanted_all);
+            first += static_cast<int>(e.tokens.size());
+        }
         logits.resize(wanted_all.size() * static_cast<size_t>(whole.vocab_size));
         world.recv(last_stage_head, std::span<float>(logits));
     }

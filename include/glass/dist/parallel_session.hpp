@@ -73,6 +73,33 @@ inline std::vector<int> stage_members(const ParallelShape& shape, int p) {
     return members;
 }
 
+/// A stage's input rows `[n, dim]` for `ids`: stage 0 embeds them (its vocabulary rows,
+/// all-reduced in its group); a later stage receives the stream from its peer in the stage before.
+inline RowMatrix stage_input(const Model& shard, const RankPlace& at, std::span<const int> ids, Communicator& world,
+                             Communicator& group) {
+    if (at.stage.rank == 0) return embed_split(shard, at.split, ids, shard.config.embedding_scale, group);
+    RowMatrix x(static_cast<Eigen::Index>(ids.size()), shard.config.dim);
+    world.recv(at.shape.rank_of(at.stage.rank - 1, at.split.rank), std::span<float>(x.data(), static_cast<size_t>(x.size())));
+    return x;
+}
+
+/// A stage's layers over x `[N, dim]` (shard.layers[i] is model layer first_layer + i: windows and
+/// RoPE bases go by the model's numbering), each on this rank's heads and MLP units, Wo's and
+/// W2's partial sums all-reduced in the stage's group.
+template <typename Kv>
+void stage_layers(const Model& shard, const RankPlace& at, RowMatrix& x, std::span<const SequenceRows> seqs, Kv& kv,
+                  RowOrder order, Communicator& group) {
+    AllReducePartials partials(group);
+    for (int i = 0; i < at.stage.layers; ++i)
+        transformer_block(shard.config, shard.layers[static_cast<size_t>(i)], at.stage.first_layer + i, x, seqs, kv,
+                          order, nullptr, &partials);
+}
+
+/// A stage's output stream, on to its peer in the next stage.
+inline void pass_stream_on(const RankPlace& at, const RowMatrix& x, Communicator& world) {
+    world.send(at.shape.rank_of(at.stage.rank + 1, at.split.rank), std::span<const float>(x.data(), static_cast<size_t>(x.size())));
+}
+
 /// \brief One forward pass of this rank's part over `ids` at positions `cache.length() ..` (every
 /// rank, the same ids): returns at rank 0 the last position's logits `[vocab]` (every position's
 /// `[n, vocab]` when `all_positions`), empty elsewhere. `group`: this rank's stage, as a
@@ -81,25 +108,18 @@ inline std::vector<float> split_forward(const Model& shard, const RankPlace& at,
                                         std::span<const int> ids, bool all_positions, Communicator& world,
                                         Communicator& group) {
     check_forward_input(whole, cache.length(), ids);
-    const ModelConfig& c = shard.config;
     const int n = static_cast<int>(ids.size());
     const PipelineStage& stage = at.stage;
     // 1. In: the first stage embeds the ids; a later one receives the stream from its peer before it.
-    RowMatrix x(n, c.dim);  // [n, dim]
-    if (stage.rank == 0) x = embed_split(shard, at.split, ids, c.embedding_scale, group);
-    else world.recv(at.shape.rank_of(stage.rank - 1, at.split.rank), std::span<float>(x.data(), static_cast<size_t>(x.size())));
-    // 2. This stage's layers (shard.layers[i] is model layer first_layer + i: windows and RoPE
-    //    bases go by the model's numbering), each on this rank's heads and MLP units.
+    RowMatrix x = stage_input(shard, at, ids, world, group);  // [n, dim]
+    // 2. This stage's layers; the cache holds this stage's layers only.
     const SequenceRows one[1] = {{.first = 0, .count = n, .start = cache.length()}};
-    ContiguousKv kv{cache, stage.first_layer};  // the cache holds this stage's layers only
-    AllReducePartials partials(group);
-    for (int i = 0; i < stage.layers; ++i)
-        transformer_block(c, shard.layers[static_cast<size_t>(i)], stage.first_layer + i, x, one, kv,
-                          RowOrder::whole_batch, nullptr, &partials);
+    ContiguousKv kv{cache, stage.first_layer};
+    stage_layers(shard, at, x, one, kv, RowOrder::whole_batch, group);
     cache.advance(n);
     // 3. Out: the stream to the next stage; the last stage's logits (gathered at its tensor rank 0) to rank 0.
     if (!stage.is_last()) {
-        world.send(at.shape.rank_of(stage.rank + 1, at.split.rank), std::span<const float>(x.data(), static_cast<size_t>(x.size())));
+        pass_stream_on(at, x, world);
         if (world.rank() != 0) return {};
         std::vector<float> logits(static_cast<size_t>(all_positions ? n : 1) * static_cast<size_t>(whole.vocab_size));
         world.recv(at.shape.rank_of(stage.ranks - 1, 0), std::span<float>(logits));
