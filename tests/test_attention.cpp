@@ -5,6 +5,8 @@
 
 #include "test_support.hpp"
 
+namespace test_attention {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 glass::RowMatrix random_matrix(int rows, int cols, std::mt19937& rng, float scale = 1.0f) {
@@ -140,3 +142,5 @@ TEST_CASE("C3: the toy attention gives weights 0.731/0.269 and output 7.31/5.38"
     CHECK(out(0, 0) == doctest::Approx(10 * e / (1 + e)));
     CHECK(out(0, 1) == doctest::Approx(20 / (1 + e)));
 }
+
+}  // namespace test_attention

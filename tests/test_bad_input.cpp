@@ -25,6 +25,8 @@
 
 #include "test_support.hpp"
 
+namespace test_bad_input {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 // (Built with append: GCC 12 warns falsely, -Warray-bounds, on `function() + "literal"`.)
@@ -576,3 +578,5 @@ TEST_CASE("README: every row of the Bad input table gives exactly the error it s
     CHECK(rows >= 15);
     std::filesystem::remove("/tmp/glass_huge_kv.bin");  // the sparse file the huge-KV row makes
 }
+
+}  // namespace test_bad_input

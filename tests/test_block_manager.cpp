@@ -11,6 +11,8 @@
 
 #include "glass/serve/block_manager.hpp"
 
+namespace test_block_manager {  // this file's own names (tests are built in unity batches)
+
 using glass::serve::BlockManager;
 
 namespace {
@@ -195,3 +197,5 @@ TEST_CASE("bad sizes and double frees are errors that name the value") {
     bm.release(table);
     CHECK_THROWS_WITH_AS(bm.release(copy), doctest::Contains("released more often than taken"), glass::Error);
 }
+
+}  // namespace test_block_manager

@@ -15,6 +15,8 @@
 #include "glass/formats/bpe_train_file.hpp"
 #include "test_support.hpp"
 
+namespace test_bpe_train {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 using glass::BpePair;
@@ -349,3 +351,5 @@ TEST_CASE("example 02 rejects bad arguments with one line and a non-zero exit") 
     CHECK(word.err.find("many") != std::string::npos);
     for (const test::Run* r : {&missing, &small, &word}) CHECK(std::count(r->err.begin(), r->err.end(), '\n') == 1);
 }
+
+}  // namespace test_bpe_train

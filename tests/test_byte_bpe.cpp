@@ -10,6 +10,8 @@
 #include "glass/formats/tiktoken_loader.hpp"
 #include "test_support.hpp"
 
+namespace test_byte_bpe {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 std::string tokenizers_dir() { return test::shared_dir() + "/tokenizers"; }
@@ -369,3 +371,5 @@ TEST_CASE("tokenizer.json, SentencePiece style (▁ + byte_fallback): Llama 2 re
     CHECK(tok->encode_with_specials("<s>hi").front() == 1);
     CHECK(tok->encode("<s>hi", false, false).front() != 1);
 }
+
+}  // namespace test_byte_bpe

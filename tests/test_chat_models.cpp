@@ -26,6 +26,8 @@
 #include "serve_http_client.hpp"
 #include "test_support.hpp"
 
+namespace test_chat_models {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 using json = nlohmann::json;
@@ -526,3 +528,5 @@ TEST_CASE("chat and serve end a sampled reply at <|im_end|> (Qwen3's end of turn
     CHECK(a["choices"][0]["finish_reason"] == "stop");
     CHECK(a["choices"][0]["message"]["content"] == "");
 }
+
+}  // namespace test_chat_models

@@ -9,6 +9,8 @@
 
 #include "glass/chat/chat_template.hpp"
 
+namespace test_chat_template {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 using glass::chat::ChatInputs;
@@ -408,3 +410,5 @@ TEST_CASE("limits: recursion, loop iterations, output size, parse depth — a Te
     CHECK(error_of("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}")
               .find("value nested deeper than 500 levels") != std::string::npos);
 }
+
+}  // namespace test_chat_template

@@ -15,6 +15,8 @@
 #include "bad_input_support.hpp"
 #include "test_support.hpp"
 
+namespace test_checkpoint {  // this file's own names (tests are built in unity batches)
+
 using test::contains;
 using test::error_of;
 using test::f32_at;
@@ -415,3 +417,5 @@ TEST_CASE("checkpoint: llama2.c's versioned format (magic 'ak42') is named, not 
     CHECK(contains(msg, "ak42"));
     CHECK(contains(msg, f.path));
 }
+
+}  // namespace test_checkpoint

@@ -17,6 +17,8 @@
 #include "glass/fast/random_model.hpp"
 #include "test_support.hpp"
 
+namespace test_cli {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 std::string glass_cmd() { return test::bin_dir() + "/glass"; }
@@ -803,3 +805,5 @@ TEST_CASE("cli: chat errors") {
     CHECK(r.err.find("512") != std::string::npos);
     CHECK(r.err.find("turn 1") != std::string::npos);
 }
+
+}  // namespace test_cli

@@ -8,6 +8,8 @@
 #include "serve_workloads.hpp"
 #include "test_support.hpp"
 
+namespace test_engine {  // this file's own names (tests are built in unity batches)
+
 using glass::serve::CpuPagedBackend;
 using glass::serve::Engine;
 using glass::serve::EngineOptions;
@@ -210,3 +212,5 @@ TEST_CASE("int8 KV pool: randomized workloads equal each request alone, and the 
     CHECK(done[0].metrics.kv_bytes_per_token == glass::kv_bytes_per_token(m.config, glass::KvType::int8));
     CHECK(done[0].metrics.kv_bytes_per_token == 2 * 5 * 4 * (8 + 4));  // 2 x layers x KV heads x (head_dim + a scale)
 }
+
+}  // namespace test_engine

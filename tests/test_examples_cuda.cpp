@@ -7,6 +7,8 @@
 #include "example_output.hpp"
 #include "test_support.hpp"
 
+namespace test_examples_cuda {  // this file's own names (tests are built in unity batches)
+
 using test::example_output::greedy_golden;
 using test::example_output::numbers;
 using test::example_output::run_example;
@@ -45,3 +47,5 @@ TEST_CASE("example 14_cuda_twin: every CUDA stage within 1e-5 of the CPU, and ll
     CHECK(numbers(value_of(r.out, "  largest logit difference from launching one by one")).at(0) == 0.0);
 }
 #endif
+
+}  // namespace test_examples_cuda

@@ -11,6 +11,8 @@
 #include "example_output.hpp"
 #include "test_support.hpp"
 
+namespace test_examples_generate {  // this file's own names (tests are built in unity batches)
+
 using test::example_output::greedy_golden;
 using test::example_output::ints;
 using test::example_output::lines_starting;
@@ -270,3 +272,4 @@ TEST_CASE("example 11_generate: the streamed story matches llama2.c; C10 arithme
     CHECK(std::fabs(total - 4.38) < 1e-9);
 }
 
+}  // namespace test_examples_generate

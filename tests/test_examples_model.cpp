@@ -17,6 +17,8 @@
 #include "example_output.hpp"
 #include "test_support.hpp"
 
+namespace test_examples_model {  // this file's own names (tests are built in unity batches)
+
 using test::example_output::greedy_golden;
 using test::example_output::ints;
 using test::example_output::lines_starting;
@@ -655,3 +657,4 @@ TEST_CASE("example 07_prefill: C6, a changed token leaves every earlier K and V 
     CHECK(bad.err.find("6 tokens, the prompt 5") != std::string::npos);
 }
 
+}  // namespace test_examples_model

@@ -12,6 +12,8 @@
 #include "example_output.hpp"
 #include "test_support.hpp"
 
+namespace test_examples_parallel {  // this file's own names (tests are built in unity batches)
+
 using test::example_output::greedy_golden;
 using test::example_output::lines_starting;
 using test::example_output::numbers;
@@ -234,3 +236,5 @@ TEST_CASE("example 29_tensor_parallel --tp 4: the same text; splits that do not 
     CHECK(three.exit_code == 1);
     CHECK(three.err.find("8 heads") != std::string::npos);
 }
+
+}  // namespace test_examples_parallel

@@ -7,6 +7,8 @@
 #include "example_output.hpp"
 #include "test_support.hpp"
 
+namespace test_examples_tokenize {  // this file's own names (tests are built in unity batches)
+
 using test::example_output::ints;
 using test::example_output::lines_starting;
 using test::example_output::number;
@@ -84,3 +86,4 @@ TEST_CASE("example 01_tokenize: a missing Llama 2 file is a note, not a failure"
     CHECK(!lines_starting(r.out, "tok512 ids").empty());
 }
 
+}  // namespace test_examples_tokenize

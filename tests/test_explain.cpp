@@ -20,6 +20,8 @@
 
 #include "test_support.hpp"
 
+namespace test_explain {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 std::string glass_cmd() { return test::bin_dir() + "/glass"; }
@@ -647,3 +649,5 @@ TEST_CASE("explain: filter values are checked against the model and name themsel
         for (const std::string& s : k.named) CHECK(r.err.find(s) != std::string::npos);
     }
 }
+
+}  // namespace test_explain

@@ -2,6 +2,8 @@
 // prints against the goldens and against sessions built here with the same options.
 #include "fast_cpu_support.hpp"
 
+namespace test_fast_cli {  // this file's own names (tests are built in unity batches)
+
 TEST_CASE("glass generate --threads/--precision runs the fast path and matches the goldens") {
     const auto golden = test::read_jsonl(test::golden("stories260K_greedy.jsonl")).at(1);  // once_upon_n64
     REQUIRE(golden["case"] == "once_upon_n64");
@@ -50,3 +52,5 @@ TEST_CASE("glass generate --threads/--precision runs the fast path and matches t
     CHECK(bad_kv.exit_code == 2);
     CHECK(bad_kv.err.find("--kv must be fp32 or int8, got 'int4'") != std::string::npos);
 }
+
+}  // namespace test_fast_cli

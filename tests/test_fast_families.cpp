@@ -12,6 +12,8 @@
 #include "kernel_checks.hpp"
 #include "test_support.hpp"
 
+namespace test_fast_families {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 using glass::fast::FastCpuSession;
@@ -135,3 +137,5 @@ TEST_CASE("reduced-precision weights in every family stay within their tolerance
             CHECK(error > 1e-5);
         }
 }
+
+}  // namespace test_fast_families

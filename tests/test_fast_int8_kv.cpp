@@ -8,6 +8,8 @@
 
 #include "fast_cpu_support.hpp"
 
+namespace test_fast_int8_kv {  // this file's own names (tests are built in unity batches)
+
 // A NaN key or value must not turn into integers: its head's scale becomes NaN, the dequantized
 // row NaN, and then each session reacts as with an fp32 cache: the reference's softmax refuses
 // the row, the fast session's logits are NaN, which generation refuses, naming it.
@@ -88,3 +90,5 @@ TEST_CASE("int8 KV cache: FastCpuSession equals CpuSession's int8 cache; a quart
     CHECK_THROWS_WITH_AS(glass::kv_type_from_string("int4"), doctest::Contains("unknown KV cache type 'int4'"),
                          glass::Error);
 }
+
+}  // namespace test_fast_int8_kv

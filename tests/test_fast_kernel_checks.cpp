@@ -4,6 +4,8 @@
 // table of shapes and types.
 #include "fast_cpu_support.hpp"
 
+namespace test_fast_kernel_checks {  // this file's own names (tests are built in unity batches)
+
 TEST_CASE("kernels: each vector set's matrix–vector and matrix–matrix products equal the plain loops") {
     for (const Kernels& fast : simd_sets()) kernel_checks::check_products(fast);
 }
@@ -38,3 +40,5 @@ TEST_CASE("kernels: dequantize_rows gives dequantize_kv_row's values bit for bit
 TEST_CASE("kernels: each vector set's probes sum what they read and run their FMA chains") {
     for (const Kernels& k : simd_sets()) kernel_checks::check_probes(k);
 }
+
+}  // namespace test_fast_kernel_checks

@@ -44,6 +44,8 @@
 #include "glass/quantize.hpp"
 #include "kernel_checks.hpp"
 
+namespace test_fast_kernels {  // this file's own names (tests are built in unity batches)
+
 namespace fast = glass::fast;
 using fast::Kernels;
 using fast::WeightType;
@@ -698,3 +700,5 @@ TEST_CASE("fast kernels: every set this CPU runs × shapes × types × every ker
         CHECK(r.error <= r.bound);
     }
 }
+
+}  // namespace test_fast_kernels

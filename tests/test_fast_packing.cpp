@@ -6,6 +6,8 @@
 
 #include "fast_cpu_support.hpp"
 
+namespace test_fast_packing {  // this file's own names (tests are built in unity batches)
+
 TEST_CASE("packing: every weight lands where PackedMatrix::at says, in the requested precision") {
     const int rows = 45, cols = 70;  // neither a multiple of the 32-row panel nor the 32-input block
     const auto w = random_vector(rows * cols, 1);
@@ -44,3 +46,5 @@ TEST_CASE("packing: every weight lands where PackedMatrix::at says, in the reque
         }
     }
 }
+
+}  // namespace test_fast_packing

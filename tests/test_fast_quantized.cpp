@@ -5,6 +5,8 @@
 
 #include "fast_cpu_support.hpp"
 
+namespace test_fast_quantized {  // this file's own names (tests are built in unity batches)
+
 // Each type's tolerance, and why: kernel_checks.hpp's weight_tolerance.
 TEST_CASE("reduced-precision weights stay within their stated tolerance of the fp32 reference") {
     const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
@@ -71,3 +73,5 @@ TEST_CASE("int8 activations: logits within 5e-2 of fp32 activations; refused whe
     CHECK_THROWS_WITH_AS(glass::fast::FastPagedBackend(test::shipped(), bad),
                          doctest::Contains("int8 activations are FastCpuSession's decode only"), glass::Error);
 }
+
+}  // namespace test_fast_quantized

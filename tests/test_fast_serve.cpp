@@ -8,6 +8,8 @@
 #include "serve_workloads.hpp"
 #include "test_support.hpp"
 
+namespace test_fast_serve {  // this file's own names (tests are built in unity batches)
+
 using glass::fast::FastOptions;
 using glass::fast::FastPagedBackend;
 using glass::fast::WeightType;
@@ -374,3 +376,5 @@ TEST_CASE("bad batches are refused with the offending value, before anything is 
     CHECK_THROWS_WITH_AS(FastPagedBackend(m, {.threads = 0, .weights = WeightType::fp32}), doctest::Contains("thread count 0"),
                          glass::Error);
 }
+
+}  // namespace test_fast_serve

@@ -8,6 +8,8 @@
 
 #include "fast_cpu_support.hpp"
 
+namespace test_fast_session {  // this file's own names (tests are built in unity batches)
+
 TEST_CASE("FastCpuSession fp32 equals CpuSession on the shipped model (every kernel set, 1 and 2 threads, chunked prefill)") {
     const auto& model = test::shipped();
     const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261};
@@ -185,3 +187,5 @@ TEST_CASE("logits do not depend on how the rows are shared: 1, 2 and 3 threads a
         CHECK(runs[2] == runs[0]);
     }
 }
+
+}  // namespace test_fast_session

@@ -19,6 +19,8 @@
 #include "test_support.hpp"
 #include "xml_reader.hpp"
 
+namespace test_figures {  // this file's own names (tests are built in unity batches)
+
 using test::value_of;
 using test::number;
 using test::read_file;
@@ -392,3 +394,5 @@ TEST_CASE("example 13_roofline: --bytes-per-weight moves every C7 figure; bad va
         CHECK(b.err.find("--bytes-per-weight") != std::string::npos);
     }
 }
+
+}  // namespace test_figures

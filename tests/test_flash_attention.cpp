@@ -14,6 +14,8 @@
 #include "relative_error.hpp"
 #include "test_support.hpp"
 
+namespace test_flash_attention {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 double error(const glass::RowMatrix& got, const glass::RowMatrix& want) {
@@ -218,3 +220,5 @@ TEST_CASE("example 23_flash_attention: the online softmax walk, the errors, tile
         CHECK((bad.err.find("TILE") != std::string::npos || bad.err.find("usage: 23_flash_attention") != std::string::npos));
     }
 }
+
+}  // namespace test_flash_attention

@@ -9,6 +9,8 @@
 #include "bad_input_support.hpp"
 #include "test_support.hpp"
 
+namespace test_forward_inputs {  // this file's own names (tests are built in unity batches)
+
 using test::error_of;
 using test::mentions;
 
@@ -111,3 +113,5 @@ TEST_CASE("forward: generate() rejects a prompt longer than the context window")
     CHECK(mentions(msg, 513));
     CHECK(mentions(msg, 512));
 }
+
+}  // namespace test_forward_inputs

@@ -9,6 +9,8 @@
 
 #include "test_support.hpp"
 
+namespace test_generate {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 // A fake backend whose greedy choice at each step is a scripted token.
@@ -369,3 +371,5 @@ TEST_CASE("cli: generate --json --top-logprobs K reports each step's logprobs; b
     CHECK(no_json.exit_code == 2);
     CHECK(no_json.err.find("--json") != std::string::npos);
 }
+
+}  // namespace test_generate

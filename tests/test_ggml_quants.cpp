@@ -19,6 +19,8 @@
 #include "glass/transformer.hpp"
 #include "test_support.hpp"
 
+namespace test_ggml_quants {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 using glass::GgmlType;
@@ -355,3 +357,5 @@ TEST_CASE("example 27_kquants: the super-block by hand, Llama 3 8B's sizes per f
         CHECK(int8_x < 2e-2);
     }
 }
+
+}  // namespace test_ggml_quants

@@ -21,6 +21,8 @@
 #include "kernel_checks.hpp"
 #include "test_support.hpp"
 
+namespace test_gguf_families {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 const std::vector<std::string> kFamilies = {"llama2", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"};
@@ -565,3 +567,5 @@ TEST_CASE("glass quantize: an F32 GGUF rewritten as Q4_K_M ... Q5_1 is, byte for
     CHECK(llama2c.err.find("glass export-gguf first") != std::string::npos);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace test_gguf_families

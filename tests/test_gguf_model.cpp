@@ -8,6 +8,8 @@
 #include "glass/formats/gguf_model.hpp"
 #include "test_support.hpp"
 
+namespace test_gguf_model {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 // A file in this program's temporary directory (removed at exit: test::temp_dir).
@@ -268,3 +270,5 @@ TEST_CASE("glass inspect: the header's architecture, config with sources, tensor
     CHECK(dir.exit_code == 1);
     CHECK(dir.err.find("config.json") != std::string::npos);
 }
+
+}  // namespace test_gguf_model

@@ -10,6 +10,8 @@
 #include "glass/formats/hf_loader.hpp"
 #include "test_support.hpp"
 
+namespace test_gguf_vocab {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 std::string read_all(const std::string& path) {
@@ -212,3 +214,5 @@ TEST_CASE("export-gguf: metadata llama.cpp needs; q8_0/q4_0 blocks in ggml's lay
             }
     }
 }
+
+}  // namespace test_gguf_vocab

@@ -17,6 +17,8 @@
 #include "glass/fast/random_model.hpp"
 #include "test_support.hpp"
 
+namespace test_kernel_sets {  // this file's own names (tests are built in unity batches)
+
 namespace fast = glass::fast;
 
 namespace {
@@ -236,3 +238,5 @@ TEST_CASE("example 25_kernel_sets: named sets, another matrix size, GLASS_KERNEL
     CHECK(test::run(test::bin_dir() + "/25_kernel_sets --rows 0").err.find("rows '0' is not an integer in [1, 8192]") !=
           std::string::npos);
 }
+
+}  // namespace test_kernel_sets

@@ -13,6 +13,8 @@
 #include "bad_input_support.hpp"
 #include "test_support.hpp"
 
+namespace test_llama2c_tokenizer_file {  // this file's own names (tests are built in unity batches)
+
 using test::contains;
 using test::error_of;
 using test::f32_at;
@@ -187,3 +189,5 @@ TEST_CASE("tokenizer: piece/decode/score of an id outside the vocabulary names t
     const std::string msg = error_of([&] { (void)big.piece(32000); });
     CHECK(mentions(msg, 32000));
 }
+
+}  // namespace test_llama2c_tokenizer_file

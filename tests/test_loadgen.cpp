@@ -11,6 +11,8 @@
 
 #include "serve_http_client.hpp"
 
+namespace test_loadgen {  // this file's own names (tests are built in unity batches)
+
 using namespace serve_test;
 
 namespace {
@@ -161,3 +163,5 @@ TEST_CASE("loadgen: no server at the URL is one clear error") {
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("no server answers at http://127.0.0.1:9") != std::string::npos);
 }
+
+}  // namespace test_loadgen

@@ -30,6 +30,8 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #include "serve_workloads.hpp"
 #include "test_support.hpp"
 
+namespace test_memory {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 constexpr std::int64_t KiB = 1024;
@@ -203,3 +205,5 @@ TEST_CASE("serving a long load keeps memory flat (engine on the fast path, 2 thr
     glass::fast::FastPagedBackend backend(test::shipped(), {.threads = 2, .weights = glass::fast::WeightType::fp32, .prefill_chunk = 512});
     check_flat_serving(backend);
 }
+
+}  // namespace test_memory

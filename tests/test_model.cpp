@@ -4,6 +4,8 @@
 
 #include "test_support.hpp"
 
+namespace test_model {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 std::vector<int> greedy_generate(const std::vector<int>& prompt_ids, int steps) {
@@ -153,3 +155,5 @@ TEST_CASE("the cache refuses a hole or a rewrite (pitfall 9)") {
     CHECK_THROWS_AS(cache.write(0, 0, row, row), glass::Error);
     CHECK(cache.bytes_used(test::shipped().config) == test::shipped().config.kv_bytes_per_token());
 }
+
+}  // namespace test_model

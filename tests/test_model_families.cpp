@@ -8,6 +8,8 @@
 
 #include "test_support.hpp"
 
+namespace test_model_families {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 const std::vector<std::string> kFamilies = {"llama2", "llama3", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"};
@@ -352,3 +354,5 @@ TEST_CASE("example 26_model_families: shapes, layer 0 and each delta's weight re
         CHECK(std::abs(std::stod(row[3]) - change(global, original)) <= 6e-5);
     }
 }
+
+}  // namespace test_model_families

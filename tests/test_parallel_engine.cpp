@@ -15,6 +15,8 @@
 #include "serve_workloads.hpp"
 #include "test_support.hpp"
 
+namespace test_parallel_engine {  // this file's own names (tests are built in unity batches)
+
 using glass::dist::Communicator;
 using glass::dist::ParallelPagedBackend;
 using glass::dist::ParallelPagedOptions;
@@ -247,3 +249,5 @@ TEST_CASE("a rank that goes silent: the pass fails naming it, the backend stays 
         },
         {.patience = 1000ms});  // the hang guard, short here: rank 1 is known to be silent
 }
+
+}  // namespace test_parallel_engine

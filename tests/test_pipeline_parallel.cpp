@@ -8,6 +8,8 @@
 #include "parallel_support.hpp"
 #include "test_support.hpp"
 
+namespace test_pipeline_parallel {  // this file's own names (tests are built in unity batches)
+
 using glass::dist::Communicator;
 using glass::dist::PipelineParallelSession;
 using glass::dist::PipelineStage;
@@ -144,3 +146,5 @@ TEST_CASE("the grid's places: rank r at stage r / tp, tensor rank r mod tp; a gr
     CHECK(sum >= test::shipped().weight_bytes);            // the norms are copied to every rank
     CHECK(sum < test::shipped().weight_bytes * 11 / 10);
 }
+
+}  // namespace test_pipeline_parallel

@@ -13,6 +13,8 @@
 #include "glass/quantize.hpp"
 #include "test_support.hpp"
 
+namespace test_quantize {  // this file's own names (tests are built in unity batches)
+
 using glass::QuantFormat;
 
 TEST_CASE("bytes per weight come from the blocks: 34 and 18 bytes per 32 weights") {
@@ -255,3 +257,5 @@ TEST_CASE("KVCache in int8 keeps what int8 rows stand for; bytes_used counts one
     CHECK(int8.bytes_used(c) == 3 * 2 * 2 * c.n_kv_heads * (c.head_dim + 4));
     CHECK(glass::kv_bytes_per_token(c, glass::KvType::int8) == 2 * 2 * 2 * (8 + 4));
 }
+
+}  // namespace test_quantize

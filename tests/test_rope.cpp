@@ -9,6 +9,8 @@
 #include "glass/fast/random_model.hpp"
 #include "test_support.hpp"
 
+namespace test_rope {  // this file's own names (tests are built in unity batches)
+
 TEST_CASE("position 0 is the identity; the angle of pair i is pos * theta^(-2i/d)") {
     std::mt19937 rng(1);
     glass::RowMatrix x = glass::fast::random_normal_matrix(1, 16, rng);
@@ -196,3 +198,5 @@ TEST_CASE("RoPE scaling: no scaling returns the frequency untouched; bad paramet
     bad.factor = std::nanf("");
     CHECK_THROWS_AS(glass::rope_scaled_frequency(0.001f, bad), glass::Error);
 }
+
+}  // namespace test_rope

@@ -7,6 +7,8 @@
 
 #include "test_support.hpp"
 
+namespace test_sampling {  // this file's own names (tests are built in unity batches)
+
 TEST_CASE("xorshift64* reproduces llama2.c's states and coins, draw for draw") {
     for (const auto& rec : test::read_jsonl(test::golden("stories260K_sampling.jsonl"))) {
         CAPTURE(rec["case"].get<std::string>());
@@ -304,3 +306,5 @@ TEST_CASE("100k seeded draws follow the target distribution within 4 sigma") {
         check_distribution(logits, {1.5f, 1.0f, 0, 0.1f}, keep_and_renormalise(p, keep));
     }
 }
+
+}  // namespace test_sampling

@@ -7,6 +7,8 @@
 
 #include "test_support.hpp"
 
+namespace test_scheduler {  // this file's own names (tests are built in unity batches)
+
 using glass::serve::BlockManager;
 using glass::serve::Request;
 using glass::serve::Scheduler;
@@ -127,3 +129,5 @@ TEST_CASE("bad scheduler options are refused") {
     CHECK_THROWS_WITH_AS(Scheduler(bm, budget(0)), doctest::Contains("got 0"), glass::Error);
     CHECK_THROWS_WITH_AS(Scheduler(bm, budget(8, true, 0)), doctest::Contains("got 0"), glass::Error);
 }
+
+}  // namespace test_scheduler

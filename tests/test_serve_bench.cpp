@@ -9,6 +9,8 @@
 #include "glass/glass.hpp"
 #include "test_support.hpp"
 
+namespace test_serve_bench {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 std::string glass_cli() { return test::bin_dir() + "/glass"; }
@@ -164,3 +166,5 @@ TEST_CASE("serve-bench refuses bad flags, naming the value") {
         CHECK_MESSAGE(r.err.find(k.message) != std::string::npos, r.err);
     }
 }
+
+}  // namespace test_serve_bench

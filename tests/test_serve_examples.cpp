@@ -25,6 +25,8 @@
 #include "test_support.hpp"
 #include "xml_reader.hpp"
 
+namespace test_serve_examples {  // this file's own names (tests are built in unity batches)
+
 using glass::serve::BlockManager;
 using test::value_of;
 using test::number;
@@ -869,3 +871,5 @@ TEST_CASE("example 21_http_server: other block sizes and lengths; bad arguments 
         CHECK(bad.err.find(named) != std::string::npos);
     }
 }
+
+}  // namespace test_serve_examples

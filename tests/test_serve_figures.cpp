@@ -18,6 +18,8 @@
 #include "test_support.hpp"
 #include "xml_reader.hpp"
 
+namespace test_serve_figures {  // this file's own names (tests are built in unity batches)
+
 using test::value_of;
 using test::read_file;
 using test::run_example;
@@ -371,3 +373,5 @@ TEST_CASE("example 20_batch_throughput: bad arguments are errors naming the valu
                          {"--threads x", "'x'"}, {"--max-batch 2 --bogus 3", "'--bogus'"},
                          {"/nonexistent/dir/c20.svg", "/nonexistent/dir/c20.svg"}});
 }
+
+}  // namespace test_serve_figures

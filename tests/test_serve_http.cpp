@@ -21,6 +21,8 @@
 
 #include "serve_http_client.hpp"
 
+namespace test_serve_http {  // this file's own names (tests are built in unity batches)
+
 using namespace serve_test;
 
 namespace {
@@ -934,3 +936,5 @@ TEST_CASE("serve: SIGTERM with many requests in flight: each accepted one comple
     const auto [free_blocks, total] = free_blocks_in(last);
     CHECK(free_blocks == total);
 }
+
+}  // namespace test_serve_http

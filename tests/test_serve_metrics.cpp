@@ -15,6 +15,8 @@
 
 #include "serve_http_client.hpp"
 
+namespace test_serve_metrics {  // this file's own names (tests are built in unity batches)
+
 using namespace serve_test;
 
 namespace {
@@ -354,3 +356,5 @@ TEST_CASE("metrics: a stream that hangs up is cancelled and its blocks come back
     CHECK(after.at("glass_kv_blocks_free") == after.at("glass_kv_blocks_total"));
     CHECK(after.at("glass_kv_blocks_cached") >= shared_blocks);  // the prompt's blocks stay findable
 }
+
+}  // namespace test_serve_metrics

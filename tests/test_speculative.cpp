@@ -12,6 +12,8 @@
 #include "glass/speculative.hpp"
 #include "test_support.hpp"
 
+namespace test_speculative {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 // ---- The rule, on small random distributions ----------------------------------------------------
@@ -532,3 +534,5 @@ TEST_CASE("glass generate --draft: greedy ids unchanged, the --json counts, erro
     CHECK(jf["draft_proposed"].get<long long>() > 0);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace test_speculative

@@ -10,6 +10,8 @@
 #include "relative_error.hpp"
 #include "test_support.hpp"
 
+namespace test_speculative_engine {  // this file's own names (tests are built in unity batches)
+
 using glass::serve::CpuPagedBackend;
 using glass::serve::Engine;
 using glass::serve::EngineOptions;
@@ -265,3 +267,5 @@ TEST_CASE("glass serve-bench --draft: the same tokens in fewer steps, the counts
     CHECK(bad_layers.exit_code != 0);
     CHECK(bad_layers.err.find("N in [1, 4]") != std::string::npos);
 }
+
+}  // namespace test_speculative_engine

@@ -1,6 +1,8 @@
 // Streaming text (journey step 8): never half a UTF-8 character, never part of a stop string.
 #include "test_support.hpp"
 
+namespace test_streaming {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 bool is_valid_utf8(const std::string& s) {
@@ -76,3 +78,5 @@ TEST_CASE("stop strings are cut out, even when they arrive split across tokens")
     glass::StopStringFilter none({});
     CHECK(none.push("anything") == "anything");
 }
+
+}  // namespace test_streaming

@@ -11,6 +11,8 @@
 #include "relative_error.hpp"
 #include "test_support.hpp"
 
+namespace test_tensor_parallel {  // this file's own names (tests are built in unity batches)
+
 using glass::dist::Communicator;
 using glass::dist::TensorParallelSession;
 using glass::dist::TensorSplit;
@@ -216,3 +218,5 @@ TEST_CASE("a model that cannot be split is refused on every rank with the count 
     CHECK_THROWS_WITH_AS(glass::dist::run_ranks(3, [&](Communicator& comm) { TensorParallelSession s(m, comm); }),
                          doctest::Contains("4 heads"), glass::Error);
 }
+
+}  // namespace test_tensor_parallel

@@ -2,6 +2,8 @@
 // dummy prefix and byte fallback (pitfalls 4 and 5), and the shared BPE merge rule.
 #include "test_support.hpp"
 
+namespace test_tokenizer {  // this file's own names (tests are built in unity batches)
+
 namespace {
 
 std::string from_hex(const std::string& hex) {
@@ -98,3 +100,5 @@ TEST_CASE("the llama2.c scores drive merges: a more frequent merge wins") {
     REQUIRE(ids.size() == 1);
     CHECK(tok.piece(ids[0]) == " Once");
 }
+
+}  // namespace test_tokenizer

@@ -19,6 +19,8 @@
 
 #include "test_support.hpp"
 
+namespace test_walkthroughs {  // this file's own names (tests are built in unity batches)
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -293,3 +295,5 @@ TEST_CASE("glass.hpp includes every header of include/glass, each once") {
         CHECK_MESSAGE(all.find(include, first + 1) == std::string::npos, include << " appears twice in glass.hpp");
     }
 }
+
+}  // namespace test_walkthroughs

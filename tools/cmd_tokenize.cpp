@@ -94,7 +94,7 @@ std::vector<int> encode_hf(const glass::Tokenizer& tok, const Flags& flags, cons
 }
 
 // The tokenizer the flags name (-t, --tiktoken, --gpt2, --gguf, --hf; the default llama2.c one).
-std::unique_ptr<glass::Tokenizer> tokenizer_from_flags(const Flags& flags, const std::string& vocab_bpe) {
+std::unique_ptr<glass::Tokenizer> tokenizer_from_vocab_flags(const Flags& flags, const std::string& vocab_bpe) {
     if (flags.has("--tiktoken")) {
         const std::string file = flags.get("--tiktoken", "");
         const std::string pattern = flags.has("--pattern") ? flags.get("--pattern", "") : pattern_from_file_name(file);
@@ -141,7 +141,7 @@ int cmd_tokenize(int argc, char** argv) {
 
     const TokenizeInput input = input_from_flags(flags);
     const bool bos = flags.has("--bos"), eos = flags.has("--eos");
-    const std::unique_ptr<glass::Tokenizer> tok = tokenizer_from_flags(flags, input.vocab_bpe);
+    const std::unique_ptr<glass::Tokenizer> tok = tokenizer_from_vocab_flags(flags, input.vocab_bpe);
     const std::vector<int> ids = flags.has("--hf") ? encode_hf(*tok, flags, input.text, bos, eos)
                                                    : tok->encode(input.text, bos, eos);
     print_tokens(flags, *tok, ids);
