@@ -18,7 +18,11 @@
 //      4. serving over pp 2 stages: one engine step of 8 requests cut into 1, 2 and 4 micro-batches
 //         (cut_micro_batches), each stage's idle share of the step when a stage's work is its
 //         layers × tokens, the ints that carry the batch to the other ranks (pack_batch), and
-//         whether the split backend's logits change with the number of micro-batches.
+//         whether the split backend's logits change with the number of micro-batches;
+//      5. disaggregated prefill/decode: bytes shipped per prompt position (kv_bytes_per_token, fp32
+//         and int8) for this model, TinyLlama 1.1B and Llama 3 8B; the prompt prefilled on rank 1,
+//         its KV and last logits shipped to rank 0 (ship_kv, receive_kv), the bytes sent, the text
+//         decoded there and whether it equals one process's.
 // Everything printed is computed; tests/test_examples_parallel.cpp recomputes it.
 //
 // Usage: 29_tensor_parallel [--tp N]      N in [1, 8] (must divide the heads and the MLP width)
@@ -35,6 +39,7 @@
 #include "args.hpp"
 #include "glass/checkpoint.hpp"
 #include "glass/dist/shard.hpp"
+#include "glass/dist/kv_transfer.hpp"
 #include "glass/dist/parallel_paged_backend.hpp"
 #include "glass/dist/parallel_session.hpp"
 #include "glass/dist/tensor_parallel.hpp"
@@ -306,6 +311,76 @@ void show_micro_batches(const glass::Model& model) {
     std::printf("\n  logits of the 8 requests, m = 2 and 4 vs m = 1: %s\n", same ? "identical bits" : "DIFFERENT");
 }
 
+// 5a. Bytes a prefill worker ships per prompt position: K and V of every layer (kv_transfer.hpp).
+void show_shipment_sizes(const glass::ModelConfig& here) {
+    struct Shape {
+        const char* name;
+        int n_layers, n_kv_heads, head_dim;
+    };
+    const Shape shapes[] = {{"stories260K (this model)", here.n_layers, here.n_kv_heads, here.head_dim},
+                            {"TinyLlama 1.1B", 22, 4, 64},
+                            {"Llama 3 8B", 32, 8, 128}};
+    std::printf("  model                      layers  KV heads x dim   bytes/position fp32    int8   1,000-token prompt fp32      int8\n");
+    for (const Shape& sh : shapes) {
+        glass::ModelConfig c;  // the shape's head counts: all kv_bytes_per_token reads
+        c.n_layers = sh.n_layers;
+        c.n_kv_heads = sh.n_kv_heads;
+        c.head_dim = sh.head_dim;
+        const long long fp32 = glass::kv_bytes_per_token(c, glass::KvType::fp32);
+        const long long int8 = glass::kv_bytes_per_token(c, glass::KvType::int8);
+        std::printf("  %-26s %6d  %8d x %-4d %20lld %7lld %22.1f MB %6.1f MB\n", sh.name, sh.n_layers, sh.n_kv_heads,
+                    sh.head_dim, fp32, int8, 1000 * fp32 / 1e6, 1000 * int8 / 1e6);
+    }
+}
+
+// One greedy step of one sequence over a pool: `tokens` at positions start.., its last logits.
+std::vector<float> pool_step(const glass::Model& m, glass::serve::PagedKVPool& pool, const std::vector<int>& table,
+                             std::span<const int> tokens, int start) {
+    const glass::serve::BatchEntry e{.tokens = tokens, .start = start, .block_table = table};
+    return glass::serve::paged_forward(m, pool, std::span<const glass::serve::BatchEntry>(&e, 1));
+}
+
+// kNewTokens greedy ids from `logits`, the sequence continuing in `pool` after `positions`.
+std::vector<int> pool_greedy(const glass::Model& m, glass::serve::PagedKVPool& pool, const std::vector<int>& table,
+                             std::vector<float> logits, int positions) {
+    std::vector<int> ids;
+    for (int i = 0; i < kNewTokens; ++i) {
+        ids.push_back(glass::sample_argmax(logits));
+        logits = pool_step(m, pool, table, std::span<const int>(&ids.back(), 1), positions + i);
+    }
+    return ids;
+}
+
+// 5b. The prompt prefilled on rank 1, its blocks shipped to rank 0 (other block ids), decoded there.
+void show_shipment(const glass::Model& m, const glass::Llama2cTokenizer& tok) {
+    const std::vector<int> prompt = tok.encode(kPrompt, tok.adds_bos(), false);
+    const int n = static_cast<int>(prompt.size());
+    for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8}) {
+        glass::serve::PagedKVPool alone(m.config, 4, 16, kv);  // one process: prefill and decode in one pool
+        const std::vector<int> alone_table = {0, 1};
+        const std::vector<int> one = pool_greedy(m, alone, alone_table, pool_step(m, alone, alone_table, prompt, 0), n);
+        std::vector<int> shipped_ids;
+        long long sent = 0;
+        glass::dist::run_ranks(2, [&](glass::dist::Communicator& comm) {
+            glass::serve::PagedKVPool pool(m.config, 4, 16, kv);
+            if (comm.rank() == 1) {  // the prefill worker: its blocks 2 and 3
+                const std::vector<int> table = {2, 3};
+                sent = glass::dist::ship_kv(comm, 0, pool, table, n, pool_step(m, pool, table, prompt, 0));
+                return;
+            }
+            const std::vector<int> table = {1, 0};  // the decode worker reserved blocks 1 and 0
+            std::vector<float> last(static_cast<size_t>(m.config.vocab_size));
+            glass::dist::receive_kv(comm, 1, pool, table, n, last);
+            shipped_ids = pool_greedy(m, pool, table, last, n);
+        });
+        const long long blocks = glass::kv_bytes_per_token(m.config, kv) * n;
+        std::printf("  %s KV: %d positions; sent %lld bytes = %lld of blocks + %d of header + %d of logits\n",
+                    glass::to_string(kv), n, sent, blocks, 4 * glass::dist::kShipmentHeaderInts, 4 * m.config.vocab_size);
+        std::printf("    decoded on rank 0: %s%s\n", kPrompt, shown(text_of(tok, prompt.back(), shipped_ids)).c_str());
+        std::printf("    same tokens as one process: %s\n", shipped_ids == one ? "yes" : "NO");
+    }
+}
+
 }  // namespace
 
 static int run(int argc, char** argv) {
@@ -334,6 +409,11 @@ static int run(int argc, char** argv) {
 
     std::printf("\n4. Serving over pp 2 stages: one engine step's requests in micro-batches\n\n");
     show_micro_batches(model);
+
+    std::printf("\n5. Disaggregated prefill and decode: what a prompt's KV costs to ship\n\n");
+    show_shipment_sizes(c);
+    std::printf("\n");
+    show_shipment(model, tok);
     return 0;
 }
 

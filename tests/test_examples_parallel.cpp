@@ -198,6 +198,62 @@ void check_micro_batches(const std::string& out) {
     CHECK(value_of(out, "  logits of the 8 requests, m = 2 and 4 vs m = 1") == "identical bits");
 }
 
+// Section 5: bytes per prompt position from each shape's published head counts (K and V of every
+// layer: fp32 4 bytes a number; int8 1 byte a number and a 4-byte scale per KV head); the shipment
+// on threads: its positions are the prompt's, its bytes the blocks + a 6-int header + a logits
+// row, and the text decoded after it is glass generate's greedy text (fp32) and one process's.
+void check_shipment(const std::string& out) {
+    struct Shape {
+        const char* label;
+        long long layers, kv_heads, head_dim;
+    };
+    const glass::ModelConfig& c = test::shipped().config;
+    const Shape shapes[] = {{"  stories260K (this model) ", c.n_layers, c.n_kv_heads, c.head_dim},
+                            {"  TinyLlama 1.1B ", 22, 4, 64},
+                            {"  Llama 3 8B ", 32, 8, 128}};
+    for (const Shape& sh : shapes) {
+        INFO(sh.label);
+        const std::vector<std::string> rows = lines_starting(out, sh.label);
+        REQUIRE(rows.size() == 1);
+        const std::vector<double> v = numbers(rows[0]);
+        REQUIRE(v.size() >= 7);
+        const double fp32 = 2.0 * sh.layers * sh.kv_heads * sh.head_dim * 4, int8 = 2.0 * sh.layers * sh.kv_heads * (sh.head_dim + 4);
+        const size_t k = v.size() - 7;  // layers, KV heads, head_dim, fp32, int8, two MB figures
+        CHECK(v[k] == sh.layers);
+        CHECK(v[k + 1] == sh.kv_heads);
+        CHECK(v[k + 2] == sh.head_dim);
+        CHECK(v[k + 3] == fp32);
+        CHECK(v[k + 4] == int8);
+        CHECK(std::abs(v[k + 5] - 1000 * fp32 / 1e6) <= 0.05);
+        CHECK(std::abs(v[k + 6] - 1000 * int8 / 1e6) <= 0.05);
+    }
+    const long long n = static_cast<long long>(test::shipped_tok().encode("Once upon a time", true, false).size());
+    glass::GenerateOptions options;
+    options.sampling.temperature = 0;
+    options.max_new_tokens = 16;
+    glass::CpuSession session(test::shipped());
+    const std::string fp32_text = glass::generate(session, test::shipped_tok(), "Once upon a time", options).text;
+    for (const char* kv : {"fp32", "int8"}) {
+        INFO(kv);
+        const std::vector<std::string> rows = lines_starting(out, std::string("  ") + kv + " KV:");
+        REQUIRE(rows.size() == 1);
+        long long positions = 0, sent = 0, blocks = 0, header = 0, logits = 0;
+        const std::string format = std::string("  ") + kv + " KV: %lld positions; sent %lld bytes = %lld of blocks + %lld of header + %lld of logits";
+        REQUIRE(std::sscanf(rows[0].c_str(), format.c_str(), &positions, &sent, &blocks, &header, &logits) == 5);
+        CHECK(positions == n);
+        const long long per_position = std::string(kv) == "fp32" ? 2LL * c.n_layers * c.kv_dim() * 4
+                                                                 : 2LL * c.n_layers * c.n_kv_heads * (c.head_dim + 4);
+        CHECK(blocks == per_position * n);
+        CHECK(header == 6 * 4);
+        CHECK(logits == 4LL * c.vocab_size);
+        CHECK(sent == blocks + header + logits);
+    }
+    const std::vector<std::string> decoded = lines_starting(out, "    decoded on rank 0: ");
+    REQUIRE(decoded.size() == 2);
+    CHECK(decoded[0] == "    decoded on rank 0: Once upon a time" + fp32_text);
+    CHECK(lines_starting(out, "    same tokens as one process: yes").size() == 2);
+}
+
 }  // namespace
 
 TEST_CASE("example 29_tensor_parallel: each rank's heads, units, vocabulary rows and bytes; the same text as one process; two all-reduces per layer") {
@@ -220,6 +276,7 @@ TEST_CASE("example 29_tensor_parallel: each rank's heads, units, vocabulary rows
     CHECK(numbers(value_of(r.out, "  all-reduces per forward pass")).back() == 1 + 2 * c.n_layers);
     check_generation(r.out, 2);
     check_micro_batches(r.out);
+    check_shipment(r.out);
 }
 
 TEST_CASE("example 29_tensor_parallel --tp 4: the same text; splits that do not divide are refused by name") {

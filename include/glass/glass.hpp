@@ -127,7 +127,8 @@
 
 // When a model outgrows one machine: ranks that talk (threads, or Open MPI processes:
 // dist/mpi_communicator.hpp, included by MPI programs only), the cut of a model into ranks, and
-// the forward pass split over them.
+// the forward pass split over them; a prompt's KV cache shipped from a prefill worker to a decode
+// worker (disaggregated serving).
 #include "glass/dist/communicator.hpp"
 #include "glass/dist/thread_communicator.hpp"
 #include "glass/dist/driven_session.hpp"
@@ -136,6 +137,7 @@
 #include "glass/dist/pipeline_parallel.hpp"
 #include "glass/dist/parallel_session.hpp"
 #include "glass/dist/parallel_paged_backend.hpp"
+#include "glass/dist/kv_transfer.hpp"
 #if __has_include(<mpi.h>)  // only programs built with Open MPI's include path (tools/, tests/dist/)
 #include "glass/dist/mpi_communicator.hpp"
 #endif

@@ -295,7 +295,7 @@ private:
         announce_step(world_, h, ints);  // driven_session.hpp
     }
     void make_pool(int num_blocks, int block_size) {
-        check_rank_memory(serve::PagedKVPool::bytes_for(shard_.config, num_blocks, block_size));
+        check_rank_memory(serve::PagedKVPool::bytes_for(shard_.config, num_blocks, block_size, options_.kv));
         pool_ = serve::PagedKVPool(shard_.config, num_blocks, block_size, options_.kv);
     }
     /// weight_bytes counts what a position reads; the embedding rows are held too.

@@ -28,7 +28,9 @@
 /// ```
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -39,6 +41,9 @@
 #include "glass/transformer.hpp"
 
 namespace glass::serve {
+
+/// Which of a layer's two cached tensors.
+enum class KvPart { key, value };
 
 /// K and V of every layer, as blocks (CPU reference storage).
 class PagedKVPool {
@@ -52,20 +57,30 @@ public:
         const Eigen::Index rows = static_cast<Eigen::Index>(num_blocks) * block_size;
         keys_.assign(static_cast<size_t>(c.n_layers), RowMatrix::Zero(rows, c.kv_dim()));
         values_.assign(static_cast<size_t>(c.n_layers), RowMatrix::Zero(rows, c.kv_dim()));
+        if (type == KvType::int8) {  // the scales too, so a row can leave as int8 codes (dist/kv_transfer.hpp)
+            const auto n_scales = static_cast<size_t>(rows) * static_cast<size_t>(c.n_kv_heads);
+            key_scales_.assign(static_cast<size_t>(c.n_layers), std::vector<float>(n_scales, 0.0f));
+            value_scales_.assign(static_cast<size_t>(c.n_layers), std::vector<float>(n_scales, 0.0f));
+            codes_.resize(static_cast<size_t>(c.kv_dim()));
+        }
     }
 
     int num_blocks() const { return num_blocks_; }
     int block_size() const { return block_size_; }
     KvType type() const { return type_; }
-    /// Bytes allocated (fp32 here, whatever the type: this reference keeps the values s · q).
+    /// Bytes allocated: fp32 values whatever the type (this reference keeps an int8 row as the
+    /// values s · q), and for int8 the scales beside them.
     std::int64_t bytes() const {
-        std::int64_t total = 0;
-        for (const RowMatrix& m : keys_) total += 2 * static_cast<std::int64_t>(m.size()) * sizeof(float);
-        return total;
+        ModelConfig shape;  // only what the size depends on
+        shape.n_layers = n_layers();
+        shape.n_kv_heads = n_kv_heads_;
+        shape.head_dim = head_dim_;
+        return bytes_for(shape, num_blocks_, block_size_, type_);
     }
     /// What bytes() will be for a pool of `num_blocks` blocks of `block_size` for config `c`.
-    static std::int64_t bytes_for(const ModelConfig& c, int num_blocks, int block_size) {
-        return 2 * std::int64_t{c.n_layers} * num_blocks * block_size * c.kv_dim() * std::int64_t{sizeof(float)};
+    static std::int64_t bytes_for(const ModelConfig& c, int num_blocks, int block_size, KvType type = KvType::fp32) {
+        const std::int64_t per_row = c.kv_dim() + (type == KvType::int8 ? c.n_kv_heads : 0);  // floats
+        return 2 * std::int64_t{c.n_layers} * num_blocks * block_size * per_row * std::int64_t{sizeof(float)};
     }
 
     /// Stores k, v [kv_dim] of position `pos`.
@@ -76,10 +91,32 @@ public:
         auto value = values_[static_cast<size_t>(layer)].row(row);
         key = k;
         value = v;
-        if (type_ == KvType::int8) {
-            round_kv_row_to_int8(key.data(), n_kv_heads_, head_dim_);
-            round_kv_row_to_int8(value.data(), n_kv_heads_, head_dim_);
+        if (type_ == KvType::int8) {  // what an int8 cache gives back, its scales kept beside
+            round_to_int8(key.data(), scales_of(KvPart::key, layer, row));
+            round_to_int8(value.data(), scales_of(KvPart::value, layer, row));
         }
+    }
+
+    // --- one stored row, for shipping a sequence's blocks to another pool (dist/kv_transfer.hpp) ---
+    int n_layers() const { return static_cast<int>(keys_.size()); }
+    int n_kv_heads() const { return n_kv_heads_; }
+    int kv_dim() const { return n_kv_heads_ * head_dim_; }
+    /// The values stored for position `pos` of layer `layer` (int8: s · q)  [kv_dim].
+    std::span<const float> row(KvPart part, int layer, std::span<const int> table, int pos) const {
+        const RowMatrix& m = (part == KvPart::key ? keys_ : values_)[static_cast<size_t>(layer)];
+        return {m.row(pool_row(table, block_size_, pos)).data(), static_cast<size_t>(kv_dim())};
+    }
+    /// int8 pools: the row's scale per KV head  [n_kv_heads].
+    std::span<const float> row_scales(KvPart part, int layer, std::span<const int> table, int pos) const {
+        return const_cast<PagedKVPool*>(this)->scales_of(part, layer, pool_row(table, block_size_, pos));
+    }
+    /// Stores a row exactly as given (and, int8, its scales): the receiving side of row()/row_scales().
+    void put_row(KvPart part, int layer, std::span<const int> table, int pos, std::span<const float> values,
+                 std::span<const float> scales) {
+        const Eigen::Index r = pool_row(table, block_size_, pos);
+        RowMatrix& m = (part == KvPart::key ? keys_ : values_)[static_cast<size_t>(layer)];
+        std::copy(values.begin(), values.end(), m.row(r).data());
+        if (type_ == KvType::int8) std::ranges::copy(scales, scales_of(part, layer, r).begin());
     }
 
     /// Positions 0 .. n-1 of one sequence, copied out of their blocks into one matrix [n, kv_dim]
@@ -88,6 +125,15 @@ public:
     RowMatrix gather_values(int layer, std::span<const int> table, int n) const { return gather(values_, layer, table, n); }
 
 private:
+    std::span<float> scales_of(KvPart part, int layer, Eigen::Index row) {
+        std::vector<float>& s = (part == KvPart::key ? key_scales_ : value_scales_)[static_cast<size_t>(layer)];
+        return {s.data() + row * n_kv_heads_, static_cast<size_t>(n_kv_heads_)};
+    }
+    // x [kv_dim] -> s · q in place, as round_kv_row_to_int8 (kv_cache.hpp), keeping the scales.
+    void round_to_int8(float* x, std::span<float> scales) {
+        quantize_kv_row(x, n_kv_heads_, head_dim_, codes_.data(), scales.data());
+        dequantize_kv_row(codes_.data(), scales.data(), n_kv_heads_, head_dim_, x);
+    }
     RowMatrix gather(const std::vector<RowMatrix>& store, int layer, std::span<const int> table, int n) const {
         const RowMatrix& m = store[static_cast<size_t>(layer)];
         RowMatrix out(n, m.cols());
@@ -101,6 +147,8 @@ private:
     int n_kv_heads_ = 0, head_dim_ = 0;
     std::vector<RowMatrix> keys_;    // [layer] -> [num_blocks * block_size, kv_dim]
     std::vector<RowMatrix> values_;  // [layer] -> [num_blocks * block_size, kv_dim]
+    std::vector<std::vector<float>> key_scales_, value_scales_;  // int8: [layer] -> [rows * n_kv_heads]
+    std::vector<std::int8_t> codes_;  // int8: one row's codes while it is rounded  [kv_dim]
 };
 
 
