@@ -254,6 +254,38 @@ void check_shipment(const std::string& out) {
     CHECK(lines_starting(out, "    same tokens as one process: yes").size() == 2);
 }
 
+// Section 6: each request's prompt positions are its prompt's; the bytes are kv_bytes_per_token ×
+// the positions shipped; the text is the combined engine's, and request 3's is generate()'s alone.
+void check_remote_prefill(const std::string& out) {
+    const std::vector<std::string> prompts = {"Once upon a time", "Lily and Ben went to the park",
+                                              "The little dog was very happy because", "Once upon a time, there was a big tree"};
+    const glass::ModelConfig& c = test::shipped().config;
+    const long long per_position = 2LL * c.n_layers * c.kv_dim() * 4;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        INFO(prompts[i]);
+        const std::vector<std::string> rows = lines_starting(out, "  request " + std::to_string(i) + ":");
+        REQUIRE(rows.size() == 1);
+        long long positions = 0, shipped = 0, bytes = 0;
+        char same[8] = {};
+        const std::string format = "  request " + std::to_string(i) +
+                                   ": %lld prompt positions, %lld shipped = %lld bytes of rows; same text as combined: %7s";
+        REQUIRE(std::sscanf(rows[0].c_str(), format.c_str(), &positions, &shipped, &bytes, same) == 4);
+        CHECK(positions == static_cast<long long>(test::shipped_tok().encode(prompts[i], true, false).size()));
+        CHECK(shipped >= 1);
+        CHECK(shipped <= positions);
+        CHECK(bytes == shipped * per_position);
+        CHECK(std::string(same) == "yes");
+    }
+    glass::GenerateOptions o;
+    o.max_new_tokens = 24;
+    o.sampling.temperature = 0.8f;
+    o.seed = 103;
+    glass::CpuSession session(test::shipped());
+    std::string alone = glass::generate(session, test::shipped_tok(), prompts[3], o).text;
+    for (size_t at = alone.find('\n'); at != std::string::npos; at = alone.find('\n', at + 2)) alone.replace(at, 1, "\\n");
+    CHECK(value_of(out, "    request 3 (from the worker)") == prompts[3] + alone);
+}
+
 }  // namespace
 
 TEST_CASE("example 29_tensor_parallel: each rank's heads, units, vocabulary rows and bytes; the same text as one process; two all-reduces per layer") {
@@ -277,6 +309,7 @@ TEST_CASE("example 29_tensor_parallel: each rank's heads, units, vocabulary rows
     check_generation(r.out, 2);
     check_micro_batches(r.out);
     check_shipment(r.out);
+    check_remote_prefill(r.out);
 }
 
 TEST_CASE("example 29_tensor_parallel --tp 4: the same text; splits that do not divide are refused by name") {

@@ -768,6 +768,35 @@ TEST_CASE("serve --tp 2, --pp 2 with micro-batches (ranks as threads): glass gen
     }
 }
 
+TEST_CASE("serve --disaggregate 1:1 (a prefill worker thread computes every prompt): glass generate's greedy text; "
+          "bad splits refused" * doctest::skip(kNoCurl)) {
+    const std::string prompt = "Lily and Ben went to the park";
+    const json expected = generate(prompt, "--temperature 0 --max-new-tokens 40");
+    for (const std::string kv : {"fp32", "int8"}) {
+        CAPTURE(kv);
+        const json want = kv == "fp32" ? expected : generate(prompt, "--temperature 0 --max-new-tokens 40 --kv int8");
+        ServerProcess s({"--disaggregate", "1:1", "--kv", kv, "--budget", "16"});
+        const Reply r = post(s, "/v1/completions", {{"prompt", prompt}, {"temperature", 0}, {"max_tokens", 40}});
+        REQUIRE(r.status == 200);
+        CHECK(r.json_body()["choices"][0]["text"] == want["text"]);
+        CHECK(s.log().find("disaggregated: decode 1 threads, prefill worker 1 threads") != std::string::npos);
+    }
+    for (const auto& [flags, words] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {"--disaggregate 2", {"--disaggregate must be D:P"}},
+             {"--disaggregate 1:0", {"each in [1, 256]"}},
+             {"--disaggregate 1:1 --threads 2", {"leave --threads out"}},
+             {"--disaggregate 1:1 --tp 2", {"do not combine with --tp"}},
+             {"--role decode --disaggregate 1:1", {"not both"}},
+             {"--role prefill", {"--role needs two processes started by mpirun"}},
+             {"--role middle", {"--role must be decode or prefill"}}}) {
+        CAPTURE(flags);
+        const test::Run r = test::run("timeout 20 " + glass_bin() + " serve --port 0 " + flags + " </dev/null");
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.empty());  // no "listening on" line
+        for (const std::string& w : words) CHECK(r.err.find(w) != std::string::npos);
+    }
+}
+
 TEST_CASE("serve --draft: speculative decoding in the engine serves glass generate's greedy text" * doctest::skip(kNoCurl)) {
     const std::string prompt = "Once upon a time";
     const json expected = generate(prompt, "--temperature 0 --max-new-tokens 60");

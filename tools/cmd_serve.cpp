@@ -5,8 +5,12 @@
 //               [--max-queue N] [--block-size B] [--pool-blocks N] [--budget T] [--max-running N] [--no-prefix-cache]
 //               [--no-chunked-prefill] [--shutdown-timeout S] [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //               [--chat-template FILE] [--tp N] [--pp N] [--micro-batches M] [--rank-memory BYTES]
+//               [--disaggregate D:P | --role decode|prefill]
 //
-// The model, backend and engine flags are serve-bench's too (tools/serve_setup.hpp).
+// The model, backend and engine flags are serve-bench's too (tools/serve_setup.hpp); the
+// disaggregated prefill/decode ones, tools/disaggregation_setup.hpp:
+//
+//   mpirun -np 1 glass serve --role decode ... : -np 1 glass serve --role prefill ...
 //
 // The JSON of the API (requests, responses, stream chunks, errors, the chat template) is in
 // include/glass/serve/openai_api.hpp (requests) and openai_response.hpp (answers); the engine's thread and the mailboxes to it in
@@ -41,12 +45,14 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
 
 #include "chat_setup.hpp"
 #include "cli.hpp"
+#include "disaggregation_setup.hpp"
 #include "serve_setup.hpp"
 #include "glass/glass.hpp"
 #include "glass/serve/engine_thread.hpp"
@@ -475,12 +481,14 @@ std::string backend_details(const BackendChoice& choice, const std::string& prec
 
 // The startup line on stderr: the model, the backend, the KV pool, the engine's options.
 void log_startup(const Shared& s, const glass::ModelConfig& c, const BackendChoice& choice, const std::string& precision,
-                 glass::KvType kv, const glass::serve::EngineOptions& eo, int max_queue, const std::string& draft) {
+                 glass::KvType kv, const glass::serve::EngineOptions& eo, int max_queue, const std::string& draft,
+                 const Disaggregation& disaggregation) {
     std::fprintf(stderr,
-                 "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s | KV pool %d blocks of %d, %s | "
+                 "glass serve: %s (dim %d, %d layers, vocab %d, context %d) | backend %s%s%s | KV pool %d blocks of %d, %s | "
                  "prefix cache %s, chunked prefill %s, budget %d | max queue %d%s | chat template %s\n",
                  s.model.name.c_str(), c.dim, c.n_layers, c.vocab_size, c.seq_len,
-                 choice.name.c_str(), backend_details(choice, precision).c_str(),
+                 choice.name.c_str(), disaggregation.in_process() ? "" : backend_details(choice, precision).c_str(),
+                 disaggregation_details(disaggregation).c_str(),
                  s.engine.num_blocks(), eo.block_size, glass::to_string(kv), eo.prefix_caching ? "on" : "off",
                  eo.scheduler.chunked_prefill ? "on" : "off", eo.scheduler.max_tokens_per_step, max_queue,
                  eo.draft_k > 0 ? (" | draft " + draft + ", k " + std::to_string(eo.draft_k)).c_str() : "",
@@ -515,12 +523,17 @@ int cmd_serve(int argc, char** argv) {
     const sigset_t stop_signals = block_stop_signals();  // first, before any thread starts
 
     // Options from flags: serve's own, then the engine's (shared with serve-bench).
-    Flags flags("serve", with_engine_flags({{"-t", true}, {"--host", true}, {"--port", true}, {"--api-key", true},
-                                            {"--max-queue", true}, {"--shutdown-timeout", true}, {"--chat-template", true}}));
+    std::map<std::string, bool> own = {{"-t", true},         {"--host", true},
+                                       {"--port", true},     {"--api-key", true},
+                                       {"--max-queue", true}, {"--shutdown-timeout", true},
+                                       {"--chat-template", true}};
+    add_disaggregation_flags(own);
+    Flags flags("serve", with_engine_flags(own));
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     const ServeOptions so = serve_options_from_flags(flags);
     const BackendChoice choice = backend_from_flags(flags);
+    const Disaggregation disaggregation = disaggregation_from_flags(flags, choice, /*threads_too=*/false);
     glass::serve::EngineOptions eo = engine_options_from_flags(flags);
 
     // The model: a file (-m, default the shipped one), or --shape NAME: random weights of that
@@ -532,7 +545,9 @@ int cmd_serve(int argc, char** argv) {
     const std::string precision = precision_from_flags(flags, model);
     const glass::fast::FastOptions fo = fast_options_from_flags(flags, choice, precision);
     // With --tp/--pp the engine and the server run at rank 0; the other ranks follow its steps.
-    with_paged_backend(choice, model, fo, [&](glass::serve::PagedBackend& backend) {
+    // With --role, rank 0 serves and rank 1 computes its prompts; --disaggregate, the same in one
+    // process (a prefill worker thread).
+    with_serving_backend(disaggregation, choice, model, fo, eo, [&](glass::serve::PagedBackend& backend) {
         std::vector<std::unique_ptr<glass::Model>> draft_models;  // --draft: speculative decoding in the engine
         engine_draft_from_flags(flags, choice.name, model, fo, draft_models, eo);
         glass::serve::EngineThread engine(backend, *tok, eo, so.max_queue);
@@ -553,7 +568,7 @@ int cmd_serve(int argc, char** argv) {
         add_routes(svr, s);
         add_error_handlers(svr, s);
         const int bound = bind_listener(svr, so);
-        log_startup(s, model.config, choice, precision, fo.kv, eo, so.max_queue, flags.get("--draft", ""));
+        log_startup(s, model.config, choice, precision, fo.kv, eo, so.max_queue, flags.get("--draft", ""), disaggregation);
         listen_until_stopped(svr, s, stop_signals, so, bound);
     });
     return 0;

@@ -9,10 +9,13 @@
 //       [--batch-sweep] [--chat-turns N] [--stall] [--long-prompt N] [--decoders N] [--json]
 //       [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //       [--tp N] [--pp N] [--micro-batches M] [--rank-memory BYTES]   (the reference split over ranks)
+//       [--disaggregate D:P | --role decode|prefill]   (disaggregated prefill/decode beside the combined engine)
 //
 // Without -m, --shape builds a model of that shape with random weights in memory (speed depends
 // on shapes, not on what the weights say); --context sets its context window.
 #include <charconv>
+#include <functional>
+#include <map>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -20,6 +23,7 @@
 #include <tuple>
 
 #include "cli.hpp"
+#include "disaggregation_setup.hpp"
 #include "serve_setup.hpp"
 #include "glass/glass.hpp"
 #include "serve_measure.hpp"  // the benchmarks' harness (bench/measure/)
@@ -215,18 +219,65 @@ nlohmann::json stall(const Bench& b, int decoders, int long_prompt) {
             {"throughput_unchunked", off.throughput_tokens_per_s}, {"throughput_chunked", on.throughput_tokens_per_s}};
 }
 
+// Disaggregated prefill/decode under a mixed load: `decoders` requests decode while a long prompt
+// arrives, on the combined engine (b: chunked prefill, every thread of --threads) and on an engine
+// whose prompts a prefill worker computes (`decode`, with `remote`: --disaggregate's threads, or
+// rank 1 with --role). The decoders' time per token, and the long prompt's TTFT.
+nlohmann::json disaggregated_stall(const Bench& b, glass::serve::PagedBackend& decode, const glass::serve::EngineOptions& remote,
+                                   const std::string& worker, int decoders, int long_prompt) {
+    if (long_prompt + 8 > b.c.seq_len)
+        glass::fail("--long-prompt ", long_prompt, " does not fit the context window of ", b.c.seq_len, " (use --context)");
+    glass::serve::EngineOptions combined = b.eo;
+    combined.scheduler.chunked_prefill = true;
+    const auto together = serve_measure::measure_stall(b.backend, b.tok, combined, decoders, long_prompt);
+    const auto apart = serve_measure::measure_stall(decode, b.tok, remote, decoders, long_prompt);
+    std::printf("disaggregated prefill/decode: %d decoders while a %d-token prompt arrives (budget %d):\n", decoders,
+                long_prompt, b.eo.scheduler.max_tokens_per_step);
+    const auto row = [](const char* name, const serve_measure::StallResult& r) {
+        std::printf("  %-34s decoders' TPOT p50 %7.2f ms, p99 %7.2f ms, largest gap %7.1f ms | long prompt TTFT %8.1f ms\n",
+                    name, r.p50_gap_ms, r.p99_gap_ms, r.max_gap_ms, r.long_prompt_ttft_ms);
+    };
+    row("combined (chunked prefill):", together);
+    row(("disaggregated (" + worker + "):").c_str(), apart);
+    std::printf("  p99 TPOT ratio (disaggregated / combined) %.2f; KV shipped per prompt token: %lld bytes\n",
+                apart.p99_gap_ms / together.p99_gap_ms,
+                static_cast<long long>(glass::kv_bytes_per_token(b.c, decode.kv_type())));
+    const auto fields = [](const serve_measure::StallResult& r) {
+        return nlohmann::json{{"tpot_ms_p50", r.p50_gap_ms}, {"tpot_ms_p99", r.p99_gap_ms}, {"max_gap_ms", r.max_gap_ms},
+                              {"long_prompt_ttft_ms", r.long_prompt_ttft_ms}};
+    };
+    return {{"decoders", decoders}, {"long_prompt", long_prompt}, {"worker", worker}, {"combined", fields(together)},
+            {"disaggregated", fields(apart)}, {"kv_bytes_per_token", glass::kv_bytes_per_token(b.c, decode.kv_type())}};
+}
+
+// The experiments on `b`, each beside its baseline; `disaggregated` (when given) adds the
+// disaggregated run beside the combined one.
+void run_experiments(const Bench& b, const Flags& flags, const Measures& m, const glass::serve::EngineOptions& plain,
+                     nlohmann::json& j, const std::function<void(const Bench&, nlohmann::json&)>& disaggregated) {
+    const serve_measure::LoadResult r = load_run(b, m.load, j);
+    if (flags.has("--draft")) draft_comparison(b, plain, m.load, r, flags.get("--draft", ""), j);
+    if (flags.has("--batch-sweep")) batch_sweep(b, j);
+    if (m.chat_turns > 0) j["chat"] = chat_turns(b, m.chat_turns, m.load.seed);
+    if (flags.has("--stall")) j["stall"] = stall(b, m.decoders, m.long_prompt);
+    if (disaggregated) disaggregated(b, j);
+    if (flags.has("--json")) std::printf("%s\n", dump(j).c_str());
+}
+
 }  // namespace
 
 int cmd_serve_bench(int argc, char** argv) {
-    Flags flags("serve-bench", with_engine_flags({{"--requests", true}, {"--rate", true}, {"--prompt-len", true},
-                                                  {"--gen", true}, {"--shared-prefix", true}, {"--seed", true},
-                                                  {"--batch-sweep", false}, {"--chat-turns", true}, {"--stall", false},
-                                                  {"--long-prompt", true}, {"--decoders", true}, {"--json", false}}));
+    std::map<std::string, bool> own = {{"--requests", true},    {"--rate", true},       {"--prompt-len", true},
+                                       {"--gen", true},         {"--shared-prefix", true}, {"--seed", true},
+                                       {"--batch-sweep", false}, {"--chat-turns", true}, {"--stall", false},
+                                       {"--long-prompt", true}, {"--decoders", true},   {"--json", false}};
+    add_disaggregation_flags(own);
+    Flags flags("serve-bench", with_engine_flags(own));
     flags.parse(argc, argv, 2);
     if (!flags.positional().empty()) throw UsageError("unexpected argument '" + flags.positional()[0] + "'");
     if (flags.has("-m") == flags.has("--shape"))
         throw UsageError("glass serve-bench needs a model: -m FILE, or --shape stories15M|stories110M|tinyllama1b");
     const BackendChoice choice = backend_from_flags(flags);
+    const Disaggregation dis = disaggregation_from_flags(flags, choice, /*threads_too=*/true);
     glass::serve::EngineOptions eo = engine_options_from_flags(flags);
     const Measures m = measures_from_flags(flags);
 
@@ -243,15 +294,32 @@ int cmd_serve_bench(int argc, char** argv) {
     engine_draft_from_flags(flags, choice.name, model, fast_options, draft_models, eo);  // --draft
 
     // The experiments, each beside its baseline (with --tp/--pp: at rank 0 of the group).
-    with_paged_backend(choice, model, fast_options, [&](glass::serve::PagedBackend& backend) {
+    // --role: at rank 0, its own backend for the combined runs, rank 1 as the prefill worker of
+    // the disaggregated one; --disaggregate: the combined runs on --threads, then a decode
+    // backend and a prefill worker with D and P threads.
+    glass::serve::EngineOptions remote = eo;
+    const auto bench_on = [&](glass::serve::PagedBackend& backend, const std::function<void(const Bench&, nlohmann::json&)>& dis_run) {
         const Bench b{.c = model.config, .backend = backend, .tok = tok, .eo = eo, .choice = choice};
         nlohmann::json j = describe_setup(b, model_name, precision, fast_options.kv);
-        const serve_measure::LoadResult r = load_run(b, m.load, j);
-        if (flags.has("--draft")) draft_comparison(b, plain, m.load, r, flags.get("--draft", ""), j);
-        if (flags.has("--batch-sweep")) batch_sweep(b, j);
-        if (m.chat_turns > 0) j["chat"] = chat_turns(b, m.chat_turns, m.load.seed);
-        if (flags.has("--stall")) j["stall"] = stall(b, m.decoders, m.long_prompt);
-        if (flags.has("--json")) std::printf("%s\n", dump(j).c_str());
+        run_experiments(b, flags, m, plain, j, dis_run);
+    };
+    if (dis.over_ranks()) {
+        with_prefill_rank(dis, choice, model, fast_options, remote, [&](glass::serve::PagedBackend& backend) {
+            bench_on(backend, [&](const Bench& b, nlohmann::json& j) {
+                j["disaggregation"] = disaggregated_stall(b, backend, remote, "prefill rank 1", m.decoders, m.long_prompt);
+            });
+        });
+        return 0;
+    }
+    with_paged_backend(choice, model, fast_options, [&](glass::serve::PagedBackend& backend) {
+        if (!dis.in_process()) return bench_on(backend, {});
+        bench_on(backend, [&](const Bench& b, nlohmann::json& j) {
+            with_thread_prefill(dis, choice, model, fast_options, remote, [&](glass::serve::PagedBackend& decode) {
+                const std::string worker = "decode " + std::to_string(dis.decode_threads) + " + prefill worker " +
+                                           std::to_string(dis.prefill_threads) + " threads";
+                j["disaggregation"] = disaggregated_stall(b, decode, remote, worker, m.decoders, m.long_prompt);
+            });
+        });
     });
     return 0;
 }

@@ -283,6 +283,7 @@ inline std::vector<ChatTurn> measure_chat(PagedBackend& backend, const Tokenizer
 struct StallResult {
     double max_gap_ms = 0;          ///< the decoders' largest gap between two of their tokens
     double mean_gap_ms = 0;
+    double p50_gap_ms = 0, p99_gap_ms = 0;  ///< the decoders' gaps: median and 99th percentile
     double long_prompt_ttft_ms = 0;
     double throughput_tokens_per_s = 0;  ///< tokens computed (prompt + decoded) / wall time
     int steps = 0;
@@ -293,6 +294,7 @@ struct StallResult {
 
 /// `decoders` requests decode; once all are decoding, a `long_prompt`-token prompt arrives. The
 /// run ends `after` steps after the long prompt's first token; the decoders are then cancelled.
+/// (With remote prefill in `options`, the prompts are computed by the prefill worker.)
 inline StallResult measure_stall(PagedBackend& backend, const Tokenizer& tok, const EngineOptions& options,
                                  int decoders, int long_prompt, int after = 4, std::uint64_t seed = 1) {
     Engine engine(backend, tok, options);
@@ -316,13 +318,12 @@ inline StallResult measure_stall(PagedBackend& backend, const Tokenizer& tok, co
         ++r.steps;
         return s;
     };
-    for (int s = 0; s < 3; ++s) step();  // every decoder is past its prompt
+    for (int s = 0; s < 3 || engine.awaiting_kv() > 0; ++s) step();  // every decoder is past its prompt
     long_id = engine.add_request_ids(random_prompt(long_prompt, backend.config().vocab_size, rng), fixed_length(after + 1));
     while (engine.request(long_id) != nullptr) step();
     for (int id : ids) engine.cancel(id);
     r.throughput_tokens_per_s = 1000.0 * static_cast<double>(computed) / ms_between(t0, SteadyClock::now());
-    double gaps = 0;
-    int n_gaps = 0;
+    std::vector<double> gaps;
     for (const RequestResult& res : engine.take_finished()) {
         if (res.id == long_id) {
             r.long_prompt_ttft_ms = res.metrics.ttft_ms;
@@ -334,11 +335,14 @@ inline StallResult measure_stall(PagedBackend& backend, const Tokenizer& tok, co
         for (size_t k = 1; k < res.metrics.token_ms.size(); ++k) {
             const double gap = res.metrics.token_ms[k] - res.metrics.token_ms[k - 1];
             r.max_gap_ms = std::max(r.max_gap_ms, gap);
-            gaps += gap;
-            ++n_gaps;
+            gaps.push_back(gap);
         }
     }
-    r.mean_gap_ms = n_gaps ? gaps / n_gaps : 0.0;
+    double sum = 0;
+    for (const double g : gaps) sum += g;
+    r.mean_gap_ms = gaps.empty() ? 0.0 : sum / static_cast<double>(gaps.size());
+    r.p50_gap_ms = percentile(gaps, 0.50);
+    r.p99_gap_ms = percentile(gaps, 0.99);
     return r;
 }
 

@@ -87,7 +87,10 @@
 #include "glass/serve/block_manager.hpp"
 #include "glass/serve/scheduler.hpp"
 #include "glass/serve/paged_backend.hpp"
+#include "glass/serve/paged_kv_pool.hpp"
+#include "glass/serve/kv_shipment.hpp"
 #include "glass/serve/paged_transformer.hpp"
+#include "glass/serve/remote_prefill.hpp"
 #include "glass/serve/engine.hpp"
 #include "glass/serve/outcome.hpp"
 #include "glass/serve/prometheus_counters.hpp"
@@ -138,6 +141,7 @@
 #include "glass/dist/parallel_session.hpp"
 #include "glass/dist/parallel_paged_backend.hpp"
 #include "glass/dist/kv_transfer.hpp"
+#include "glass/dist/disaggregated.hpp"
 #if __has_include(<mpi.h>)  // only programs built with Open MPI's include path (tools/, tests/dist/)
 #include "glass/dist/mpi_communicator.hpp"
 #endif

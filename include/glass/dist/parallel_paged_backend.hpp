@@ -247,6 +247,17 @@ public:
         const std::lock_guard<std::mutex> lock(gone_mutex_);
         return gone_;
     }
+    /// An idle server's tick: the other ranks, waiting in follow() for the next step, hear that
+    /// rank 0 is still there before their wait reaches the transport's patience (a hang guard).
+    void keep_alive() override {
+        if (world_.rank() != 0 || finished_ || !unavailable().empty()) return;
+        try {
+            announce({Kind::ping, 0, 0, 0}, {});
+        } catch (const std::exception& e) {
+            const std::lock_guard<std::mutex> lock(gone_mutex_);
+            gone_ = std::string("the model's group of ranks is gone: ") + e.what();
+        }
+    }
     std::int64_t weight_bytes() const override { return shard_.weight_bytes; }  // this rank's
     /// What this rank holds: its weights (its embedding rows included) and its KV pool.
     std::int64_t held_bytes() const { return held_weight_bytes() + pool_.bytes(); }
@@ -259,6 +270,7 @@ public:
             const std::vector<int> ints = receive_step(world_, h);
             switch (h.kind) {
             case Kind::finish: return clock_.passes;
+            case Kind::ping: break;  // rank 0 is idle, and still there
             case Kind::allocate: make_pool(h.a, h.b); break;
             case Kind::forward: {
                 const std::vector<serve::BatchEntry> batch = unpack_batch(ints);
@@ -282,7 +294,7 @@ public:
     Communicator& stage_group() { return group_; }
 
 private:
-    enum class Kind : std::int32_t { allocate, forward, finish };
+    enum class Kind : std::int32_t { allocate, forward, finish, ping };
     struct Header {
         Kind kind;
         std::int32_t count;  // ints that follow

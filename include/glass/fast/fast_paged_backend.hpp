@@ -40,6 +40,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -49,6 +50,7 @@
 #include "glass/fast/fast_model.hpp"
 #include "glass/kv_cache.hpp"
 #include "glass/memory_budget.hpp"
+#include "glass/serve/kv_shipment.hpp"
 #include "glass/serve/paged_backend.hpp"
 
 namespace glass::fast {
@@ -108,8 +110,49 @@ public:
         return logits_;
     }
 
+    // Disaggregated prefill/decode (serve/kv_shipment.hpp): this pool's rows are already what
+    // the wire carries (fp32 rows; int8 codes and their scales), so both ways are copies.
+    std::vector<std::byte> export_kv(std::span<const int> table, int first, int end) const override {
+        std::vector<std::byte> out(shipment_bytes(table, first, end));
+        copy_shipment(table, first, end, out.data(), nullptr);
+        return out;
+    }
+    void import_kv(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override {
+        if (bytes.size() != shipment_bytes(table, first, end))
+            fail("KV shipment: ", bytes.size(), " bytes for ", end - first, " positions, expected ",
+                 shipment_bytes(table, first, end));
+        copy_shipment(table, first, end, nullptr, bytes.data());
+    }
+
 private:
     using Product = FastModel::Product;
+
+    size_t shipment_bytes(std::span<const int> table, int first, int end) const {
+        if (num_blocks_ == 0) fail("KV shipment: no KV pool yet (allocate_pool first)");
+        serve::check_kv_table(num_blocks_, block_size_, table, first, end, "KV shipment");
+        return static_cast<size_t>(serve::kv_shipment_bytes(serve::kv_shipment_header(c_, kv_type(), end - first)));
+    }
+    // The shipment's rows, in its order, between the wire and this pool: into `out` (export),
+    // or from `in` (import).
+    void copy_shipment(std::span<const int> table, int first, int end, std::byte* out, const std::byte* in) const {
+        const auto kv_dim = static_cast<size_t>(c_.kv_dim()), heads = static_cast<size_t>(c_.n_kv_heads);
+        size_t at = 0;
+        const auto move = [&](void* pool_at, size_t n) {
+            if (out) std::memcpy(out + at, pool_at, n);
+            else std::memcpy(pool_at, in + at, n);
+            at += n;
+        };
+        serve::for_each_shipped_row(c_.n_layers, first, end, [&](int layer, serve::KvPart part, int pos) {
+            const std::int64_t slot = serve::pool_row(table, block_size_, pos);
+            const bool key = part == serve::KvPart::key;
+            if (!int8_) {
+                move((key ? keys(layer) : values(layer)) + slot * c_.kv_dim(), kv_dim * sizeof(float));
+                return;
+            }
+            move((key ? key_scales(layer) : value_scales(layer)) + slot * c_.n_kv_heads, heads * sizeof(float));
+            move((key ? key_q(layer) : value_q(layer)) + slot * c_.kv_dim(), kv_dim);
+        });
+    }
 
     struct Row {
         int token;  // its id

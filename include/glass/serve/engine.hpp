@@ -33,6 +33,12 @@
 ///
 /// With greedy sampling the ids are exactly those without speculation; sampled, a request given
 /// its full lookahead every step draws exactly what generate_speculative() draws alone.
+///
+/// Disaggregated prefill/decode (remote_prefill set; remote_prefill.hpp): the engine computes no
+/// prompt. Each step first takes the shipments that have arrived (import_kv into the request's
+/// blocks; its first token sampled from the shipped logits), then plans; requests admitted this
+/// step go to the prefill worker. A step with nothing to compute waits briefly for a shipment
+/// instead of spinning. The text equals the combined engine's, bit for bit.
 /// ```
 #pragma once
 
@@ -47,6 +53,7 @@
 #include "glass/generate.hpp"
 #include "glass/serve/block_manager.hpp"
 #include "glass/serve/paged_backend.hpp"
+#include "glass/serve/remote_prefill.hpp"
 #include "glass/serve/request.hpp"
 #include "glass/serve/scheduler.hpp"
 #include "glass/speculative.hpp"
@@ -62,6 +69,8 @@ struct EngineOptions {
     int draft_k = 0;
     /// Makes one request's drafter (called once per request, when it first decodes).
     std::function<std::unique_ptr<Drafter>()> make_drafter;
+    /// Disaggregated prefill/decode: prompts go to this worker (not owned; remote_prefill.hpp).
+    RemotePrefill* remote_prefill = nullptr;
 };
 
 /// A finished (or cancelled) request.
@@ -93,6 +102,8 @@ struct StepReport {
     std::vector<int> preempted;                       ///< ids sent back to the queue this step
     std::vector<int> finished;                        ///< ids that finished this step
     std::vector<int> waiting;                         ///< ids still waiting after the step
+    std::vector<int> prefilled_remotely;              ///< ids whose shipped prompt K/V arrived this step
+    std::vector<int> sent_to_prefill;                 ///< ids whose prompt went to the prefill worker
     std::vector<std::pair<int, std::string>> text;    ///< new text per request this step
 };
 
@@ -103,7 +114,7 @@ public:
           blocks_(options.num_blocks > 0 ? options.num_blocks
                                          : 4 * ((backend.config().seq_len + options.block_size - 1) / std::max(options.block_size, 1)),
                   options.block_size, options.prefix_caching),
-          scheduler_(blocks_, options.scheduler) {
+          scheduler_(blocks_, with_remote_prefill(options.scheduler, options.remote_prefill != nullptr)) {
         check_same_vocabulary(tokenizer, backend.config());
         if (options.draft_k < 0 || options.draft_k > 16)
             fail("draft k (tokens drafted per step) must be in [0, 16], got ", options.draft_k);
@@ -145,12 +156,16 @@ public:
 
     /// One forward pass over everything the scheduler picks. Returns what happened.
     StepReport step() {
+        StepReport report;
+        if (options_.remote_prefill) take_shipments(std::chrono::milliseconds(0), report);
         set_lookaheads();
         const StepPlan plan = scheduler_.schedule();
-        StepReport report;
         report.preempted = plan.preempted;
+        send_to_prefill(plan, report);
         const StepBatch batch = build_batch(plan, report);
         if (!batch.entries.empty()) apply_logits(plan, batch, backend_.forward(batch.entries), report);
+        else if (options_.remote_prefill && awaiting_kv() > 0)  // nothing to compute: wait for a shipment
+            take_shipments(std::chrono::milliseconds(20), report);
         for (const Request* r : scheduler_.waiting()) report.waiting.push_back(r->id);
         return report;
     }
@@ -191,6 +206,18 @@ public:
     }
     /// Positions one request may use: the context window, or the pool if that is smaller.
     int request_positions() const { return std::min(config().seq_len, pool_positions()); }
+    /// Why no step can run any more (the backend's ranks, or the prefill worker, are gone), or empty.
+    std::string unavailable() const {
+        std::string why = backend_.unavailable();
+        if (why.empty() && options_.remote_prefill) why = options_.remote_prefill->unavailable();
+        return why;
+    }
+    /// An idle server's tick (PagedBackend::keep_alive): the backend's other ranks hear it is alive.
+    void keep_alive() { backend_.keep_alive(); }
+    /// Requests whose prompt is with the prefill worker (remote prefill only).
+    int awaiting_kv() const {
+        return static_cast<int>(std::ranges::count_if(scheduler_.running(), [](const Request* r) { return r->awaiting_kv; }));
+    }
 
 private:
     // One step's forward-pass input: an entry per scheduled chunk, in the plan's order.
@@ -201,6 +228,45 @@ private:
     };
 
     int pool_positions() const { return blocks_.num_blocks() * blocks_.block_size(); }
+
+    static SchedulerOptions with_remote_prefill(SchedulerOptions o, bool remote) {
+        o.remote_prefill = remote;
+        return o;
+    }
+
+    // Remote prefill, out: each request admitted this step sends its tokens, and which of its
+    // positions the prefix cache already holds here, under a new ticket.
+    void send_to_prefill(const StepPlan& plan, StepReport& report) {
+        for (const ScheduledChunk& c : plan.remote) {
+            Request& r = *c.request;
+            ++r.prefill_ticket;
+            options_.remote_prefill->submit({.request_id = r.id, .ticket = r.prefill_ticket, .tokens = r.tokens, .first = c.start});
+            report.sent_to_prefill.push_back(r.id);
+        }
+    }
+
+    // Remote prefill, in: each shipment that still answers its request's current ticket goes into
+    // the request's blocks, which makes its tokens computed; its first token is sampled from the
+    // shipped logits, exactly as apply_logits would have sampled it after computing them here.
+    void take_shipments(std::chrono::milliseconds wait, StepReport& report) {
+        for (PrefilledKv& s : options_.remote_prefill->take_arrived(wait)) {
+            const auto it = requests_.find(s.request_id);
+            if (it == requests_.end()) continue;  // cancelled (or finished) while away
+            Request& r = *it->second;
+            if (!r.awaiting_kv || r.prefill_ticket != s.ticket) continue;  // preempted since: stale rows
+            if (!s.error.empty()) fail("prefill worker, request ", r.id, ": ", s.error);
+            if (s.first != r.computed || s.end != static_cast<int>(r.tokens.size()))
+                fail("prefill worker, request ", r.id, ": shipped positions ", s.first, " .. ", s.end - 1, ", expected ",
+                     r.computed, " .. ", r.tokens.size() - 1);
+            backend_.import_kv(r.block_table, s.first, s.end, s.rows);
+            r.awaiting_kv = false;
+            r.computed = s.end;
+            ++r.scheduled_steps;
+            blocks_.cache_full_blocks(r.block_table, r.tokens, r.computed);
+            report.prefilled_remotely.push_back(r.id);
+            report_progress(r, accept_token(r, s.last_logits), report);  // r may be gone after this
+        }
+    }
 
     // Phase 1, the batch: each chunk's tokens, start and block table. A chunk with drafted room
     // checks [its last token, the drafts] and wants every row's logits; a prompt chunk wants its

@@ -175,8 +175,9 @@ public:
         if (thread_.joinable()) thread_.join();
     }
 
-    /// Why the backend can run no more steps (its ranks are gone), or empty: backend().unavailable().
-    std::string unavailable() const { return engine_.backend().unavailable(); }
+    /// Why the engine can run no more steps (the backend's ranks or the prefill worker are gone),
+    /// or empty: Engine::unavailable().
+    std::string unavailable() const { return engine_.unavailable(); }
 
     bool draining() const {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -238,10 +239,16 @@ private:
     }
 
     // Sleeps until a handler left something or a request is unfinished, then empties the inbox.
+    // Idle, it wakes every kKeepAlive to tell a backend split over ranks that it is alive.
     Inbox take_inbox() {
         Inbox inbox;
         std::unique_lock<std::mutex> lock(mutex_);
-        work_.wait(lock, [&] { return stopping_ || !arrivals_.empty() || !cancels_.empty() || engine_.has_unfinished(); });
+        const auto has_work = [&] { return stopping_ || !arrivals_.empty() || !cancels_.empty() || engine_.has_unfinished(); };
+        while (!work_.wait_for(lock, kKeepAlive, has_work)) {
+            lock.unlock();  // handlers may submit meanwhile
+            engine_.keep_alive();
+            lock.lock();
+        }
         inbox.arrivals.swap(arrivals_);
         inbox.cancels.swap(cancels_);
         inbox.stopping = stopping_;
@@ -426,6 +433,7 @@ private:
 
     mutable std::mutex mutex_;  // guards everything below
     std::condition_variable work_;  // the engine thread sleeps on it
+    static constexpr std::chrono::seconds kKeepAlive{5};  // an idle engine thread's tick (keep_alive)
     std::condition_variable idle_;  // wait_idle() sleeps on it
     std::vector<std::shared_ptr<Ticket>> arrivals_;
     std::vector<std::shared_ptr<Ticket>> cancels_;

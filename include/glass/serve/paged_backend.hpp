@@ -18,6 +18,7 @@
 /// ```
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -95,6 +96,26 @@ public:
     /// dist/parallel_paged_backend.hpp), or empty while it can. Safe to call from any thread; a
     /// server answers 503 with it.
     virtual std::string unavailable() const { return {}; }
+    /// Called every few seconds by a server's engine thread while no request is in flight: a
+    /// backend whose other ranks wait for its next step tells them it is still there (their waits
+    /// give up after the transport's patience, a hang guard). Nothing to do for one process.
+    virtual void keep_alive() {}
+
+    // --- disaggregated prefill/decode: a sequence's K/V leaves one pool for another ---
+    /// Positions first .. end-1 of the sequence whose blocks `table` lists, in the KV shipment's
+    /// layout (kv_shipment.hpp: layer × K/V × position; int8 as scales and codes).
+    virtual std::vector<std::byte> export_kv(std::span<const int> table, int first, int end) const {
+        (void)table, (void)first, (void)end;
+        fail("this backend cannot export its KV cache (disaggregated serving runs on the reference and fast "
+             "CPU backends), asked for positions ", first, " .. ", end - 1);
+    }
+    /// Stores `bytes` (export_kv's layout, same type and shape) into the rows `table` names for
+    /// positions first .. end-1, as if this backend had computed them.
+    virtual void import_kv(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) {
+        (void)table, (void)bytes;
+        fail("this backend cannot import a KV cache (disaggregated serving runs on the reference and fast "
+             "CPU backends), given positions ", first, " .. ", end - 1);
+    }
 };
 
 /// One sequence over a PagedBackend, as a Session: its block table is the whole pool, in order.

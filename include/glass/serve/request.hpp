@@ -67,6 +67,10 @@ struct Request {
     int preemptions = 0;           ///< times its blocks were taken back and it was recomputed
     int scheduled_steps = 0;       ///< engine steps that computed part of it
 
+    // Disaggregated prefill/decode (remote_prefill.hpp; false and 0 without it).
+    bool awaiting_kv = false;      ///< its blocks are reserved; a prefill worker computes its tokens
+    int prefill_ticket = 0;        ///< which submission an arriving shipment must answer
+
     // Speculative decoding (engine.hpp; empty and zero without it).
     std::unique_ptr<Drafter> drafter;  ///< this request's own (a model draft keeps its own K/V)
     int lookahead = 0;             ///< drafted positions it would like checked next step

@@ -17,6 +17,11 @@
 ///      and the free blocks once 1 and 2 are planned (a step never computes more than
 ///      max_tokens_per_step positions, drafts included), so drafts never delay or preempt anyone.
 ///
+/// Disaggregated prefill/decode (remote_prefill: remote_prefill.hpp): step 2 admits a waiting
+/// request with blocks for ALL its tokens and marks it awaiting_kv (its prompt is computed by a
+/// prefill worker, so it takes nothing from this step's budget) and plans it in `remote`; step 1
+/// skips it until its rows have arrived and it decodes like any other.
+///
 /// New requests join and finished ones leave between any two steps: that is continuous
 /// batching. When a running request needs a block and none is free, the NEWEST running request
 /// is preempted: its blocks go back to the pool, it returns to the FRONT of the waiting queue,
@@ -41,6 +46,7 @@ struct SchedulerOptions {
     int max_tokens_per_step = 256;  ///< the token budget of one forward pass
     int max_running = 64;           ///< requests in one batch at most
     bool chunked_prefill = true;    ///< cut prompts that do not fit what is left of the budget
+    bool remote_prefill = false;    ///< prompts are computed by a prefill worker (remote_prefill.hpp)
 };
 
 /// Positions start .. start + n - 1 of one request are computed this step.
@@ -55,6 +61,7 @@ struct ScheduledChunk {
 struct StepPlan {
     std::vector<ScheduledChunk> chunks;  ///< running requests first, then newly admitted ones
     std::vector<int> preempted;          ///< ids of requests preempted while planning
+    std::vector<ScheduledChunk> remote;  ///< admitted with remote prefill: positions [start, start + n) come from a worker
     int tokens() const {
         int total = 0;
         for (const ScheduledChunk& c : chunks) total += c.n;
@@ -83,6 +90,7 @@ public:
         // 1. Running requests, oldest first.
         for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
             Request* r = running_[i];
+            if (r->awaiting_kv) continue;  // its prompt is being computed elsewhere
             const int n = std::min(r->uncomputed(), budget);
             bool preempted_self = false;
             while (!blocks_.can_grow(r->block_table, {}, r->computed + n)) {
@@ -98,8 +106,9 @@ public:
         }
 
         // 2. Waiting requests, oldest first, unless memory was short this step.
+        if (options_.remote_prefill) admit_for_remote_prefill(plan);
         bool first_admission = true;
-        while (!waiting_.empty() && budget > 0 && plan.preempted.empty() &&
+        while (!options_.remote_prefill && !waiting_.empty() && budget > 0 && plan.preempted.empty() &&
                static_cast<int>(running_.size()) < options_.max_running) {
             Request* r = waiting_.front();
             const std::vector<int> hits = blocks_.find_cached_prefix(r->tokens);
@@ -146,10 +155,32 @@ public:
     }
 
 private:
+    // Step 2 with remote prefill: every token of a waiting request gets its block here (the
+    // prefix cache's hits shared), while blocks last; the positions past the hits are computed
+    // by the prefill worker, so they take no budget.
+    void admit_for_remote_prefill(StepPlan& plan) {
+        while (!waiting_.empty() && plan.preempted.empty() && static_cast<int>(running_.size()) < options_.max_running) {
+            Request* r = waiting_.front();
+            const std::vector<int> hits = blocks_.find_cached_prefix(r->tokens);
+            const int cached = static_cast<int>(hits.size()) * blocks_.block_size();
+            const int n = static_cast<int>(r->tokens.size()) - cached;
+            if (!blocks_.can_grow(r->block_table, hits, cached + n)) break;
+            blocks_.grow(r->block_table, hits, cached + n);
+            r->computed = cached;
+            if (r->preemptions == 0) r->cached_tokens = cached;
+            r->status = RequestStatus::running;
+            r->awaiting_kv = true;
+            waiting_.pop_front();
+            running_.push_back(r);
+            plan.remote.push_back({.request = r, .start = cached, .n = n});
+        }
+    }
+
     void preempt(Request* r) {
         running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
         blocks_.release(r->block_table);
         r->computed = 0;
+        r->awaiting_kv = false;  // a shipment still on its way is dropped (its ticket is stale)
         r->status = RequestStatus::waiting;
         r->lookahead = 0;  // asked for its old state; it will ask again once it decodes
         ++r->preemptions;
