@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include "glass/dist/parallel_paged_backend.hpp"
 #include "glass/glass.hpp"
@@ -191,6 +192,29 @@ TEST_CASE("StageClock: every pass counted, busy time inside the step time, at ev
         CHECK(clock.idle_share() >= 0.0);
         CHECK(clock.idle_share() < 1.0);
     });
+}
+
+TEST_CASE("keep_alive: an idle rank 0 keeps its followers waiting past the transport's patience") {
+    // A server with no request in flight steps nothing; its engine thread calls keep_alive every
+    // few seconds instead. Here the patience is 1 s and rank 0 stays idle 1.5 s in all, in three
+    // pauses with a keep_alive after each: the follower must still be there, with no pass run.
+    const glass::Model& m = test::shipped();
+    glass::dist::run_ranks(
+        2,
+        [&](Communicator& comm) {
+            ParallelPagedBackend b(m, comm, {.tp = 2, .pp = 1}, {});
+            if (comm.rank() != 0) {
+                CHECK(b.follow() == 0);
+                return;
+            }
+            for (int pause = 0; pause < 3; ++pause) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                b.keep_alive();
+            }
+            CHECK(b.unavailable().empty());
+            b.finish();
+        },
+        {.patience = std::chrono::milliseconds(1000)});
 }
 
 TEST_CASE("--rank-memory: a model that does not fit one rank is refused naming the bytes, and fits two") {
