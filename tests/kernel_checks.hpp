@@ -174,7 +174,7 @@ inline void check_products(const Kernels& fast) {
                 };
                 for (long ldy : {long{rows}, long{rows} + 3}) {
                     CAPTURE(ldy);
-                    const std::vector<float> y_fast = matmul(fast, scratch, ldy), y_plain = matmul(plain, nullptr, ldy);
+                    const std::vector<float> y_fast = matmul(fast, scratch, ldy), y_plain = matmul(plain, scratch, ldy);
                     CHECK(relative_error(y_fast, y_want) < 1e-5);   // same products, another summation order
                     CHECK(relative_error(y_plain, y_want) < 1e-6);  // same order: equal up to fma contraction
                     if (n == 13) {

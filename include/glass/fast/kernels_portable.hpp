@@ -77,20 +77,29 @@ inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, float* y, in
 
 // Y[t][r] (+)= Σ_k W(r,k) · X[t][k] for t < n and the rows of panels [p0, p1), X given as
 // packed token tiles (token_tiles.hpp): token t0 + j of a tile of m has x[k] at tile[k·m + j].
+// A row's weights are widened (w.at) once per tile into `scratch`, kScratchFloats at a time, not
+// once per token: for a k-quant, at() decodes its block's scales for every weight. Each sum still
+// runs over k in order.
 inline void matmul(const PackedMatrix& w, const float* xp, int n, float* y, long ldy, int p0, int p1,
-                   bool accumulate, float* /*scratch*/) {
+                   bool accumulate, float* scratch) {
     const int r1 = std::min(w.rows, p1 * kPanel);
     for (int i = 0; i < token_tiles(n); ++i) {
         const TokenTile tile = token_tile(n, i);
         const int m = tile.t1 - tile.t0;
         const float* x = xp + std::int64_t{tile.t0} * w.cols;
-        for (int j = 0; j < m; ++j)
-            for (int r = p0 * kPanel; r < r1; ++r) {
-                float sum = 0;
-                for (int k = 0; k < w.cols; ++k) sum += w.at(r, k) * x[std::int64_t{k} * m + j];
-                float& out = y[(tile.t0 + j) * ldy + r];
-                out = accumulate ? out + sum : sum;
+        for (int r = p0 * kPanel; r < r1; ++r) {
+            float sum[kTile] = {};
+            for (int k0 = 0; k0 < w.cols; k0 += kScratchFloats) {
+                const int k1 = std::min(w.cols, k0 + kScratchFloats);
+                for (int k = k0; k < k1; ++k) scratch[k - k0] = w.at(r, k);
+                for (int j = 0; j < m; ++j)
+                    for (int k = k0; k < k1; ++k) sum[j] += scratch[k - k0] * x[std::int64_t{k} * m + j];
             }
+            for (int j = 0; j < m; ++j) {
+                float& out = y[(tile.t0 + j) * ldy + r];
+                out = accumulate ? out + sum[j] : sum[j];
+            }
+        }
     }
 }
 
