@@ -124,6 +124,45 @@ TEST_CASE("a step that preempts admits no one; max_running caps the batch") {
     CHECK(h.scheduler.waiting().front()->id == 1);
 }
 
+TEST_CASE("remote prefill: admission reserves blocks for every token and takes no budget; steps skip a request until its rows arrive") {
+    SchedulerOptions o = budget(8);
+    o.remote_prefill = true;
+    Harness h(8, 4, o);
+    Request* a = h.add(10);  // 3 blocks
+    Request* b = h.add(5);   // 2 blocks: 10 + 5 tokens, more than the budget of 8, admitted at once
+    StepPlan plan = h.scheduler.schedule();
+    CHECK(plan.chunks.empty());  // nothing computed here
+    REQUIRE(plan.remote.size() == 2);
+    CHECK(plan.remote[0].request == a);
+    CHECK(plan.remote[0].start == 0);
+    CHECK(plan.remote[0].n == 10);
+    CHECK(plan.remote[1].n == 5);
+    CHECK(a->block_table == std::vector<int>{0, 1, 2});
+    CHECK(b->block_table == std::vector<int>{3, 4});
+    CHECK(a->awaiting_kv);
+    CHECK(b->awaiting_kv);
+    CHECK(h.step().empty());  // still away: no chunk, no new blocks
+    CHECK(h.blocks.num_free() == 3);
+    // a's rows arrive (the engine's part: computed = its tokens, one token sampled); it decodes.
+    a->awaiting_kv = false;
+    a->computed = 10;
+    a->tokens.push_back(9);
+    CHECK(h.step() == "0:10+1 ");
+    // c arrives and takes the last 3 blocks (its 12 tokens, all away). Then a's position 12 needs
+    // a fourth block and none is free: the newest running request, c, is preempted while its
+    // prompt is away (its shipment will be dropped: awaiting_kv is off, its blocks are gone).
+    Request* c = h.add(12);
+    CHECK(h.step() == "0:11+1 ");
+    CHECK(c->block_table == std::vector<int>{5, 6, 7});
+    CHECK(h.blocks.num_free() == 0);
+    CHECK(h.step() == "preempt 2; 0:12+1 ");
+    CHECK_FALSE(c->awaiting_kv);
+    CHECK(c->block_table.empty());
+    CHECK(h.scheduler.waiting().front() == c);
+    CHECK(b->awaiting_kv);  // b is still away, its blocks kept
+    CHECK(b->block_table == std::vector<int>{3, 4});
+}
+
 TEST_CASE("bad scheduler options are refused") {
     BlockManager bm(4, 2);
     CHECK_THROWS_WITH_AS(Scheduler(bm, budget(0)), doctest::Contains("got 0"), glass::Error);
