@@ -95,6 +95,7 @@
 #include "glass/serve/outcome.hpp"
 #include "glass/serve/prometheus_counters.hpp"
 #include "glass/serve/engine_state.hpp"
+#include "glass/serve/ticket.hpp"
 #include "glass/serve/engine_thread.hpp"
 #include "glass/serve/api_error.hpp"
 #include "glass/serve/openai_chat.hpp"

@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
-#include <iterator>
 #include <mutex>
 #include <span>
 #include <string>
@@ -115,13 +114,7 @@ public:
         }
         changed_.notify_all();
     }
-    std::vector<serve::PrefilledKv> take_arrived(std::chrono::milliseconds wait) override {
-        std::unique_lock<std::mutex> lock(mutex_);
-        arrived_changed_.wait_for(lock, wait, [&] { return !arrived_.empty(); });
-        std::vector<serve::PrefilledKv> out(std::make_move_iterator(arrived_.begin()), std::make_move_iterator(arrived_.end()));
-        arrived_.clear();
-        return out;
-    }
+    std::vector<serve::PrefilledKv> take_arrived(std::chrono::milliseconds wait) override { return arrived_.take(wait); }
     std::string unavailable() const override {
         std::lock_guard<std::mutex> lock(mutex_);
         return broken_;
@@ -139,7 +132,7 @@ private:
         for (;;) {
             const bool woke = changed_.wait_for(lock, ping_every_, [&] { return stopping_ || !jobs_.empty(); });
             if (!broken_.empty()) {  // nothing can reach the prefill rank: every job fails with why
-                for (; !jobs_.empty(); jobs_.pop_front()) deliver(failed(jobs_.front(), broken_));
+                for (; !jobs_.empty(); jobs_.pop_front()) arrived_.deliver(failed(jobs_.front(), broken_));
                 if (stopping_) return;
                 continue;
             }
@@ -161,7 +154,7 @@ private:
             }
             lock.lock();
             if (!error.empty()) broken_ = error;
-            if (kind == PrefillMessage::job) deliver(error.empty() ? std::move(done) : failed(job, error));
+            if (kind == PrefillMessage::job) arrived_.deliver(error.empty() ? std::move(done) : failed(job, error));
         }
         lock.unlock();
         try {
@@ -203,10 +196,6 @@ private:
     static serve::PrefilledKv failed(const serve::PrefillJob& job, const std::string& why) {
         return {.request_id = job.request_id, .ticket = job.ticket, .error = why};
     }
-    void deliver(serve::PrefilledKv done) {  // under mutex_
-        arrived_.push_back(std::move(done));
-        arrived_changed_.notify_all();
-    }
 
     Communicator& comm_;
     int prefill_;
@@ -214,9 +203,9 @@ private:
     KvType kv_;
     std::chrono::milliseconds ping_every_;
     mutable std::mutex mutex_;
-    std::condition_variable changed_, arrived_changed_;
+    std::condition_variable changed_;
     std::deque<serve::PrefillJob> jobs_;
-    std::vector<serve::PrefilledKv> arrived_;
+    serve::ArrivedShipments arrived_;
     DisaggregatedCounters counters_;
     std::string broken_;  // why the prefill rank cannot be reached any more
     bool stopping_ = false;

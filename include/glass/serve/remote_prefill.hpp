@@ -35,7 +35,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <iterator>
 #include <mutex>
 #include <numeric>
 #include <span>
@@ -75,6 +74,32 @@ public:
     virtual std::vector<PrefilledKv> take_arrived(std::chrono::milliseconds wait) = 0;
     /// Why no prompt can be computed any more (the worker is gone), or empty.
     virtual std::string unavailable() const { return {}; }
+};
+
+/// \brief Shipments that arrived, handed from the thread that received them to the engine's
+/// (what every RemotePrefill's take_arrived needs: ThreadPrefill here, dist::CommPrefill).
+class ArrivedShipments {
+public:
+    void deliver(PrefilledKv done) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            arrived_.push_back(std::move(done));
+        }
+        changed_.notify_all();
+    }
+    /// Those that arrived since the last call; waits up to `wait` for one if none has.
+    std::vector<PrefilledKv> take(std::chrono::milliseconds wait) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait_for(lock, wait, [&] { return !arrived_.empty(); });
+        std::vector<PrefilledKv> out;
+        out.swap(arrived_);
+        return out;
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::vector<PrefilledKv> arrived_;
 };
 
 /// \brief The prefill worker's computation, on any PagedBackend: one prompt at a time through
@@ -147,13 +172,7 @@ public:
         changed_.notify_all();
     }
 
-    std::vector<PrefilledKv> take_arrived(std::chrono::milliseconds wait) override {
-        std::unique_lock<std::mutex> lock(mutex_);
-        changed_.wait_for(lock, wait, [&] { return !arrived_.empty(); });
-        std::vector<PrefilledKv> out(std::make_move_iterator(arrived_.begin()), std::make_move_iterator(arrived_.end()));
-        arrived_.clear();
-        return out;
-    }
+    std::vector<PrefilledKv> take_arrived(std::chrono::milliseconds wait) override { return arrived_.take(wait); }
 
 private:
     void work() {
@@ -170,9 +189,8 @@ private:
             } catch (const std::exception& e) {
                 done = {.request_id = job.request_id, .ticket = job.ticket, .error = e.what()};
             }
+            arrived_.deliver(std::move(done));
             lock.lock();
-            arrived_.push_back(std::move(done));
-            changed_.notify_all();
         }
     }
 
@@ -180,7 +198,7 @@ private:
     std::mutex mutex_;
     std::condition_variable changed_;
     std::deque<PrefillJob> jobs_;
-    std::vector<PrefilledKv> arrived_;
+    ArrivedShipments arrived_;
     bool stopping_ = false;
     std::thread thread_;  // last: it starts once everything above exists
 };
