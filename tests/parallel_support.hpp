@@ -34,10 +34,11 @@ inline Trace greedy_trace(glass::Session& s, std::span<const int> prompt, int st
 }
 
 // The same, at rank 0 of a tp × pp grid of threads; the other ranks follow.
-inline Trace grid_trace(const glass::Model& m, glass::dist::ParallelShape shape, std::span<const int> prompt, int steps) {
+inline Trace grid_trace(const glass::Model& m, glass::dist::ParallelShape shape, std::span<const int> prompt, int steps,
+                        glass::dist::ParallelSessionOptions options = {}) {
     Trace t;
     glass::dist::run_ranks(shape.tp * shape.pp, [&](glass::dist::Communicator& comm) {
-        glass::dist::ParallelSession s(m, comm, shape);
+        glass::dist::ParallelSession s(m, comm, shape, options);
         if (comm.rank() != 0) {
             s.follow();
             return;

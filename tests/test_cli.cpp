@@ -257,6 +257,22 @@ TEST_CASE("cli: device flags that do not fit together name themselves") {
     }
 }
 
+TEST_CASE("cli: generate --rank-memory refuses one rank over the cap, naming the bytes; --tp 2 under it prints one process's story") {
+    const glass::ModelConfig& c = test::shipped().config;
+    const std::int64_t held = test::shipped().weight_bytes + std::int64_t{4} * c.vocab_size * c.dim +  // weights, embedding
+                              2 * std::int64_t{c.n_layers} * c.seq_len * c.kv_dim() * 4;              // fp32 K, V
+    const std::string cap = std::to_string(held * 3 / 4);
+    const std::string greedy = " generate -p \"Once upon a time\" -n 40 --temperature 0";
+    CHECK(expect_error(greedy + " --rank-memory " + cap, {"more than its memory of " + cap + " bytes", "--rank-memory"})
+              .exit_code == 1);
+    const test::Run one = test::run(glass_cmd() + greedy), two = test::run(glass_cmd() + greedy + " --tp 2 --rank-memory " + cap);
+    CAPTURE(two.err);
+    CHECK(two.exit_code == 0);
+    CHECK(two.out == one.out);
+    CHECK(expect_error(greedy + " --rank-memory 0", {"--rank-memory", "positive", "got 0"}).exit_code == 2);
+    CHECK(expect_error(greedy + " --rank-memory 5000000 --threads 2", {"--rank-memory", "--threads"}).exit_code == 2);
+}
+
 TEST_CASE("cli: a bad --kv is a usage error (exit 2) in every command that takes it") {
     for (const char* command : {"generate -p hi", "bench -m x"}) {
         CAPTURE(command);

@@ -260,7 +260,6 @@ TEST_CASE("backends that run Llama 2 only refuse the other families, naming what
             CHECK(what.find("run it on the CPU") != std::string::npos);
         }
     };
-    refuses([&] { glass::quantized_model(qwen3, glass::QuantFormat::q8_0); }, "quantized_model");
     refuses([&] { glass::fast::write_random_checkpoint(qwen3.config, "/nonexistent/x.bin", 1); }, "llama2.c writer");
 }
 

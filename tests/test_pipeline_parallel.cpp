@@ -147,4 +147,24 @@ TEST_CASE("the grid's places: rank r at stage r / tp, tensor rank r mod tp; a gr
     CHECK(sum < test::shipped().weight_bytes * 11 / 10);
 }
 
+TEST_CASE("rank memory on a session: one rank over the cap is refused naming its bytes; tp 2 under it keeps the golden") {
+    const glass::Model& m = test::shipped();
+    const glass::ModelConfig& c = m.config;
+    // What one rank of tp 1 holds: the weights a position reads, the embedding table, and the
+    // fp32 K and V of every layer for the whole context window (the reference's KVCache).
+    const std::int64_t weights = m.weight_bytes + std::int64_t{4} * c.vocab_size * c.dim;
+    const std::int64_t cache = 2 * std::int64_t{c.n_layers} * c.seq_len * c.kv_dim() * 4;
+    const std::int64_t cap = (weights + cache) * 3 / 4;
+    const test::GreedyGolden g = test::greedy_goldens()[0];
+    const std::string refusal = "would hold " + std::to_string(weights) + " bytes of weights + " + std::to_string(cache) +
+                                " bytes of KV cache, more than its memory of " + std::to_string(cap) + " bytes";
+    CHECK_THROWS_WITH_AS(grid_trace(m, {.tp = 1, .pp = 1}, g.prompt, 2, {.rank_memory = cap}),
+                         doctest::Contains(refusal.c_str()), glass::Error);
+    CHECK(grid_trace(m, {.tp = 1, .pp = 1}, g.prompt, g.steps(), {.rank_memory = weights + cache}).ids == g.expected);  // exactly full
+    // Two ranks each hold about half: the same cap admits them, and the ids are llama2.c's.
+    CHECK(grid_trace(m, {.tp = 2, .pp = 1}, g.prompt, g.steps(), {.rank_memory = cap}).ids == g.expected);
+    CHECK_THROWS_WITH_AS(grid_trace(m, {.tp = 2, .pp = 1}, g.prompt, 2, {.rank_memory = cap / 4}),
+                         doctest::Contains("(--rank-memory); split over more ranks"), glass::Error);
+}
+
 }  // namespace test_pipeline_parallel

@@ -124,6 +124,38 @@ TEST_CASE("quantized_model rounds every matrix but the embedding; norms stay fp3
     CHECK(q.output_classifier() != model.output_classifier());
 }
 
+TEST_CASE("quantized_model of a family model: the matrices rounded, its gains, biases and per-head norms kept") {
+    for (const char* family : {"qwen2", "qwen3", "gemma3"}) {
+        CAPTURE(family);
+        const glass::Model m = glass::fast::random_family_model(glass::fast::small_family_config(family), 3);
+        const glass::Model q = glass::quantized_model(m, QuantFormat::q8_0);
+        CHECK(q.config.head_dim == m.config.head_dim);
+        CHECK(!q.config.shared_classifier);  // the classifier is rounded, the embedding is not
+        CHECK(q.embedding_table() == m.embedding_table());
+        CHECK(q.output_classifier() == glass::dequantize(glass::quantize(m.output_classifier(), QuantFormat::q8_0)));
+        for (size_t l = 0; l < m.layers.size(); ++l) {
+            const glass::LayerWeights &a = m.layers[l], &b = q.layers[l];
+            CHECK(b.wq == glass::dequantize(glass::quantize(a.wq, QuantFormat::q8_0)));
+            CHECK(b.w2 == glass::dequantize(glass::quantize(a.w2, QuantFormat::q8_0)));
+            CHECK(b.wq != a.wq);
+            // the deltas are the original's own numbers (views of them)
+            CHECK(b.bq.data() == a.bq.data());
+            CHECK(b.q_norm.data() == a.q_norm.data());
+            CHECK(b.post_mlp_norm.data() == a.post_mlp_norm.data());
+            CHECK(b.rms_ffn.data() == a.rms_ffn.data());
+        }
+        // And the reference runs it: q8 moves the logits a little, not far (C14's budget).
+        glass::CpuSession exact(m), rounded(q);
+        const std::vector<int> prompt = {1, 5, 9, 14, 3};
+        const std::span<const float> want = exact.prefill(prompt);
+        const std::vector<float> want_copy(want.begin(), want.end());
+        const std::span<const float> got = rounded.prefill(prompt);
+        const double err = test::relative_error(std::vector<float>(got.begin(), got.end()), want_copy);
+        CHECK(err > 0);
+        CHECK(err < 0.05);
+    }
+}
+
 TEST_CASE("the int8 KV row: one scale per KV head, error <= scale/2") {
     std::mt19937 rng(4);
     const int heads = 3, hd = 16;

@@ -35,6 +35,8 @@ namespace {
 //   --pp N (CPU reference)                the layers dealt out to N ranks (dist/pipeline_parallel.hpp)
 //                                         both: a grid of tp × pp ranks (dist/parallel_session.hpp);
 //                                         processes under mpirun, else threads
+//   --rank-memory BYTES (CPU reference)   what one rank may hold (its weights + its KV cache): a
+//                                         model over the cap is refused on one rank, runs on two
 struct Backend {
     std::string device = "cpu";  // cpu or cuda
     std::string precision;       // "": the file's own type (fast CPU path), fp32 (CUDA)
@@ -44,6 +46,8 @@ struct Backend {
     bool int8_activations = false;
     int tp = 1;  // --tp: ranks of a tensor-parallel group
     int pp = 1;  // --pp: stages of a pipeline
+    std::int64_t rank_memory = 0;  // --rank-memory: bytes one rank may hold; 0: no cap
+    bool on_grid = false;          // any of the three: the reference split over ranks
 
     // Whether --device cpu means the fast CPU path rather than the plain reference.
     bool fast_cpu() const { return device == "cpu" && (threads || !precision.empty() || int8_activations); }
@@ -107,8 +111,10 @@ Backend backend_from_flags(const Flags& flags) {
         throw UsageError("--threads must be in [1, 256], got " + std::to_string(*b.threads));
     b.tp = ranks_from_flags(flags, "--tp");
     b.pp = ranks_from_flags(flags, "--pp");
-    if ((flags.has("--tp") || flags.has("--pp")) && (b.device != "cpu" || b.fast_cpu()))
-        throw UsageError(std::string(flags.has("--tp") ? "--tp" : "--pp") +
+    b.rank_memory = rank_memory_from_flags(flags);
+    b.on_grid = flags.has("--tp") || flags.has("--pp") || flags.has("--rank-memory");
+    if (b.on_grid && (b.device != "cpu" || b.fast_cpu()))
+        throw UsageError(std::string(flags.has("--tp") ? "--tp" : flags.has("--pp") ? "--pp" : "--rank-memory") +
                          " splits the CPU reference's layers over ranks: drop --device, --threads, --precision "
                          "and --activations");
     return b;
@@ -285,14 +291,14 @@ void print_generate_json(const std::string& prompt, const Generation& g, const G
 }
 
 
-// --tp / --pp: a grid of tp × pp ranks, each with its part of the model; rank 0 runs
+// --tp / --pp / --rank-memory: a grid of tp × pp ranks, each with its part of the model; rank 0 runs
 // `generate_on` and reports what talking cost, the others follow its steps.
 void generate_on_grid(const Backend& b, const glass::Model& model,
                       const std::function<void(glass::Session&)>& generate_on) {
     const glass::dist::ParallelShape shape{.tp = b.tp, .pp = b.pp};
     run_group(shape.tp * shape.pp, "--tp " + std::to_string(shape.tp) + " --pp " + std::to_string(shape.pp),
               [&](glass::dist::Communicator& comm) {
-                  glass::dist::ParallelSession session(model, comm, shape, b.kv);
+                  glass::dist::ParallelSession session(model, comm, shape, {.kv = b.kv, .rank_memory = b.rank_memory});
                   if (comm.rank() != 0) {
                       session.follow();
                       return;
@@ -316,7 +322,7 @@ int cmd_generate(int argc, char** argv) {
                              {"--cuda-graph", false}, {"--top-logprobs", true},
                              {"--draft", true}, {"--draft-k", true}, {"--kv", true},
                              {"--activations", true}, {"--cuda-attention", true}, {"--context", true},
-                             {"--tp", true}, {"--pp", true}});
+                             {"--tp", true}, {"--pp", true}, {"--rank-memory", true}});
     flags.parse(argc, argv, 2);
     GenerateRequest request = request_from_flags(flags);
 
@@ -350,7 +356,7 @@ int cmd_generate(int argc, char** argv) {
         const double bandwidth_bound = flags.has("--roofline") ? print_roofline(g.result.metrics) : 0.0;
         if (flags.has("--json")) print_generate_json(prompt, g, request, drafter.get(), bandwidth_bound, tok);
     };
-    if (!flags.has("--tp") && !flags.has("--pp")) {
+    if (!request.backend.on_grid) {
         const std::unique_ptr<glass::Session> session = make_session(request.backend, model);
         generate_on(*session);
         return 0;

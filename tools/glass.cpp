@@ -45,6 +45,7 @@ const Command kCommands[] = {
      "                 [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--threads N] [--cuda-graph]\n"
      "                 [--kv fp32|int8] [--activations fp32|int8] [--cuda-attention standard|flash]\n"
      "                 [--draft layers:N|ngram[:N]|MODEL [--draft-k K]] [--context N] [--tp N] [--pp N]\n"
+     "                 [--rank-memory BYTES]\n"
      "      -m: a llama2.c checkpoint, a .gguf file or a Hugging Face folder (glass inspect MODEL\n"
      "      says what is in it); a GGUF or a folder brings its own tokenizer (-t overrides it).\n"
      "      --context N: the context window (16 to the model's own; default the model's, at\n"
@@ -78,7 +79,9 @@ const Command kCommands[] = {
      "      without mpirun the ranks are N threads of this process.\n"
      "      --pp N: pipeline parallelism (dist/pipeline_parallel.hpp): the layers dealt out to\n"
      "      N ranks in order, the residual stream sent from stage to stage; launched the same way.\n"
-     "      Both: a grid of tp × pp ranks, each stage a tensor-parallel group.\n"},
+     "      Both: a grid of tp × pp ranks, each stage a tensor-parallel group.\n"
+     "      --rank-memory BYTES: what one rank may hold (its weights and its KV cache for the\n"
+     "      whole context); a rank over it is refused, naming the bytes (one rank: tp = pp = 1).\n"},
     {"chat", cli::cmd_chat,
      "  glass chat [-m MODEL] [-t TOKENIZER] [--chat-template FILE] [--set NAME=JSON]...\n"
      "             [--system TEXT] [--max-new-tokens N] [--temperature T] [--top-p P]\n"

@@ -29,6 +29,14 @@ inline int ranks_from_flags(const Flags& flags, const std::string& flag) {
     return ranks;
 }
 
+// --rank-memory BYTES: what one rank may hold (weights + KV memory); 0 when the flag is absent.
+inline std::int64_t rank_memory_from_flags(const Flags& flags) {
+    const std::int64_t bytes = flags.number<std::int64_t>("--rank-memory").value_or(0);
+    if (flags.has("--rank-memory") && bytes < 1)
+        throw UsageError("--rank-memory must be a positive number of bytes, got " + flags.get("--rank-memory", ""));
+    return bytes;
+}
+
 inline bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
 // `what` ("--tp 2 --pp 1") names the request in messages.

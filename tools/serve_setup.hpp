@@ -56,12 +56,10 @@ inline void grid_from_flags(const Flags& flags, BackendChoice& b) {
     b.on_grid = flags.has("--tp") || flags.has("--pp") || flags.has("--rank-memory");
     b.grid = {.tp = ranks_from_flags(flags, "--tp"), .pp = ranks_from_flags(flags, "--pp")};
     b.grid_options.micro_batches = flags.number<int>("--micro-batches").value_or(1);
-    b.grid_options.rank_memory = flags.number<std::int64_t>("--rank-memory").value_or(0);
+    b.grid_options.rank_memory = rank_memory_from_flags(flags);
     if (flags.has("--micro-batches") && !b.on_grid) throw UsageError("--micro-batches applies to --tp/--pp");
     if (b.grid_options.micro_batches < 1 || b.grid_options.micro_batches > 256)
         throw UsageError("--micro-batches must be in [1, 256], got " + std::to_string(b.grid_options.micro_batches));
-    if (flags.has("--rank-memory") && b.grid_options.rank_memory < 1)
-        throw UsageError("--rank-memory must be a positive number of bytes, got " + flags.get("--rank-memory", ""));
     if (!b.on_grid) return;
     if (b.name != "reference" && flags.has("--backend"))
         throw UsageError("--tp, --pp and --rank-memory split the CPU reference backend over ranks: use --backend "

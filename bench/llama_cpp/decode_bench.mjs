@@ -10,20 +10,24 @@ const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLeve
 const m = await llama.loadModel({modelPath: model});
 const prompt = Array.from({length: promptLen}, (_, i) => 259 + (i * 7919) % Math.min(20000, vocab - 259));  // fixed ids past the byte tokens
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
-const prefill = [], decode = [];
+const prefill = [], decode = [], steps = [];
 for (let r = -1; r < runs; ++r) {  // run -1 warms up (pages of the mapped file, thread pool): not counted
   const ctx = await m.createContext({contextSize: promptLen + gen + 16, threads: nThreads, batchSize: promptLen});
   const seq = ctx.getSequence();
   const t0 = performance.now();
   let t1 = 0, n = 0;
-  for await (const _ of seq.evaluate(prompt, {temperature: 0})) {
+  // yieldEogToken: go on past an end-of-generation token, as glass bench does (a random-weight
+  // model may pick one within a few steps; the evaluation would otherwise stop there).
+  for await (const _ of seq.evaluate(prompt, {temperature: 0, yieldEogToken: true})) {
     if (++n === 1) t1 = performance.now();
     if (n === gen + 1) break;
   }
   const t2 = performance.now();
+  // The rate divides by the steps that ran (decode_steps reports them), never by those asked for.
   if (r >= 0) {
     prefill.push(promptLen / ((t1 - t0) / 1e3));
-    decode.push(gen / ((t2 - t1) / 1e3));
+    if (n > 1) decode.push((n - 1) / ((t2 - t1) / 1e3));
+    steps.push(n - 1);
   }
   await ctx.dispose();
 }
@@ -36,4 +40,5 @@ console.log(JSON.stringify({engine: `llama.cpp ${release} (node-llama-cpp ${pkg(
   cpu_library: cpuLibraries.length === 1 ? cpuLibraries[0] : "its pick of " + cpuLibraries.length,
   model, threads: nThreads, prompt_len: promptLen, gen, runs,
   prefill_tokens_per_s: median(prefill), prefill_range: [Math.min(...prefill), Math.max(...prefill)],
-  decode_tokens_per_s: median(decode), decode_range: [Math.min(...decode), Math.max(...decode)]}));
+  decode_tokens_per_s: decode.length ? median(decode) : null, decode_range: [Math.min(...decode), Math.max(...decode)],
+  decode_steps: [Math.min(...steps), Math.max(...steps)]}));

@@ -20,12 +20,19 @@ public:
     explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// message_of("block ", b, " is outside the pool of ", n) — one message built from parts, for
+/// a caller that reports a problem rather than throws it.
+template <typename... Parts>
+std::string message_of(Parts&&... parts) {
+    std::ostringstream message;
+    (message << ... << std::forward<Parts>(parts));
+    return message.str();
+}
+
 /// fail("token id ", id, " is outside the vocabulary [0, ", n, ")") — builds the message from parts.
 template <typename... Parts>
 [[noreturn]] void fail(Parts&&... parts) {
-    std::ostringstream message;
-    (message << ... << std::forward<Parts>(parts));
-    throw Error(message.str());
+    throw Error(message_of(std::forward<Parts>(parts)...));
 }
 
 }  // namespace glass

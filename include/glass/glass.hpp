@@ -45,6 +45,7 @@
 // 1'. A conversation -> the text an instruct model reads: its own Jinja chat template (chat/).
 #include "glass/chat/template_errors.hpp"
 #include "glass/chat/jinja_lexer.hpp"
+#include "glass/chat/jinja_expressions.hpp"
 #include "glass/chat/jinja_parser.hpp"
 #include "glass/chat/jinja_value.hpp"
 #include "glass/chat/jinja_strings.hpp"

@@ -193,12 +193,47 @@ inline RowMatrix quantized_matmul(const Eigen::Ref<const RowMatrix>& x, const Qu
     return y;
 }
 
+/// The same for a model of any family (config.hpp's deltas, which a llama2.c layout cannot hold):
+/// the seven matrices of every layer and the classifier quantized and back (d · q, fp32), the
+/// embedding table fp32; the norm gains, biases and per-head norms stay views into `model`, which
+/// must outlive the copy. quantized_model calls it for such a model.
+inline Model quantized_family_model(const Model& model, QuantFormat format) {
+    require_fp32_weights(model, "quantized_model");
+    const ModelConfig& c = model.config;
+    auto floats = std::make_shared<std::vector<float>>();
+    std::int64_t total = std::int64_t{c.vocab_size} * c.dim;  // the classifier
+    for (const LayerWeights& s : model.layers)
+        for (const ConstMatrixMap* w : {&s.wq, &s.wk, &s.wv, &s.wo, &s.w1, &s.w2, &s.w3}) total += w->size();
+    floats->reserve(static_cast<size_t>(total));  // no reallocation: the copy's maps point into it
+    auto put = [&](const ConstMatrixMap& w) {
+        const RowMatrix d = dequantize(quantize(w.data(), static_cast<int>(w.rows()), static_cast<int>(w.cols()), format));
+        const float* at = floats->data() + floats->size();
+        floats->insert(floats->end(), d.data(), d.data() + d.size());
+        return ConstMatrixMap(at, w.rows(), w.cols());
+    };
+    Model q;
+    q.config = c;
+    q.config.shared_classifier = false;  // the classifier is quantized, the embedding is not
+    q.token_embedding = model.token_embedding;
+    q.classifier = put(model.output_classifier()).data();
+    q.rms_final = model.rms_final;
+    for (const LayerWeights& s : model.layers)
+        q.layers.push_back({.rms_att = s.rms_att, .wq = put(s.wq), .wk = put(s.wk), .wv = put(s.wv), .wo = put(s.wo),
+                            .rms_ffn = s.rms_ffn, .w1 = put(s.w1), .w2 = put(s.w2), .w3 = put(s.w3),
+                            .bq = s.bq, .bk = s.bk, .bv = s.bv, .q_norm = s.q_norm, .k_norm = s.k_norm,
+                            .post_attention_norm = s.post_attention_norm, .post_mlp_norm = s.post_mlp_norm});
+    q.weight_bytes = model.weight_bytes;
+    q.storage = std::move(floats);
+    return q;
+}
+
 /// A copy of `model` whose weight matrices (the seven of every layer and the classifier) are
 /// replaced by their quantized values d · q, in fp32. The token embedding stays fp32 (a lookup
 /// reads one row per token; the fast path keeps it fp32 too) and so do the norm gains. Running
 /// the plain forward pass on it computes what a quantized kernel computes, up to fp32 rounding.
+/// (A model with family deltas: quantized_family_model above, which keeps its gains as views.)
 inline Model quantized_model(const Model& model, QuantFormat format) {
-    require_llama2_architecture(model.config, "quantized_model");
+    if (!family_deltas(model.config).empty()) return quantized_family_model(model, format);
     ModelConfig c = model.config;
     c.shared_classifier = false;  // the classifier is quantized, the embedding is not
     const std::int64_t L = c.n_layers, d = c.dim, kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;

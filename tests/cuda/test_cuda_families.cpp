@@ -231,3 +231,30 @@ TEST_CASE("every family: CudaPagedBackend's logits within 1e-5 of CpuPagedBacken
         }
     }
 }
+
+TEST_CASE("every family with q8 and q4 weights: CudaSession and CudaPagedBackend within 1e-5 of the CPU on the same weights") {
+    // DeviceWeights quantizes each matrix with glass::quantize (cuda/quantize.cpp) and keeps the
+    // embedding fp32; glass::quantized_model() hands the CPU reference exactly those weights as
+    // d · q in fp32 (for a family, through quantized_family_model). The two compute the same sums
+    // in other orders (per block Σ q·x, then · d), so kF32 applies as in fp32.
+    for (const std::string& family : kFamilies) {
+        CAPTURE(family);
+        const glass::Model m = glass::fast::random_family_model(glass::fast::small_family_config(family), kSeed);
+        for (const glass::QuantFormat f : {glass::QuantFormat::q8_0, glass::QuantFormat::q4_0}) {
+            const gc::WeightType type = f == glass::QuantFormat::q8_0 ? gc::WeightType::q8_0 : gc::WeightType::q4_0;
+            CAPTURE(gc::to_string(type));
+            const glass::Model quantized = glass::quantized_model(m, f);
+            Script a = script_of(quantized), b = a;
+            b.prompt = ids_from(5, kPrompt, m.config.vocab_size);
+            glass::CpuSession cpu(quantized);
+            gc::CudaOptions options;
+            options.weights = type;
+            gc::CudaSession gpu(m, options);
+            CHECK(worst_error(run_session(gpu, a), run_session(cpu, a)) <= kF32);
+            if (type != gc::WeightType::q4_0) continue;  // the paged engine once, on the 4-bit blocks (emulator time)
+            glass::serve::CpuPagedBackend cpu_paged(quantized);
+            gc::CudaPagedBackend gpu_paged(m, {type, gc::MatmulKernel::warp_per_row, gc::PagedAttention::per_row});
+            CHECK(worst_error(run_paged(gpu_paged, a, b, 4), run_paged(cpu_paged, a, b, 4)) <= kF32);
+        }
+    }
+}

@@ -8,7 +8,8 @@
 ///
 /// The journey of a template, one header per step:
 ///   jinja_lexer.hpp    text -> tokens (with trim_blocks / lstrip_blocks, as HF sets them)
-///   jinja_parser.hpp   tokens -> a tree of statements and expressions
+///   jinja_parser.hpp   tokens -> a tree of statements ...
+///   jinja_expressions.hpp  ... and the expressions inside their tags
 ///   jinja_value.hpp    the values it computes with (Python's: None, True, 1.0, [...], {...})
 ///   jinja_ops.hpp      operators, attribute and item lookup, iteration, the render's limits
 ///   jinja_methods.hpp  str / dict / list methods ("a b".split(), d.items())

@@ -182,8 +182,7 @@ private:
         std::lock_guard<std::mutex> lock(mutex_);
         counters_.jobs += 1;
         counters_.shipped_rows += n - job.first;
-        counters_.shipped_bytes += static_cast<std::int64_t>(sizeof(int) * kShipmentHeaderInts + got.blocks.size() +
-                                                             got.last_logits.size() * sizeof(float));
+        counters_.shipped_bytes += got.bytes;
         return {.request_id = job.request_id, .ticket = job.ticket, .first = job.first, .end = n,
                 .rows = std::move(got.blocks), .last_logits = std::move(got.last_logits)};
     }

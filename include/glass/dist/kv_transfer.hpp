@@ -83,6 +83,7 @@ inline std::int64_t send_kv_shipment(Communicator& comm, int to, const KvShipmen
 struct KvShipment {
     std::vector<std::byte> blocks{};
     std::vector<float> last_logits{};  ///< [vocab]
+    std::int64_t bytes = 0;            ///< what crossed: header, blocks, logits (send_kv_shipment's count)
 };
 
 /// \brief The receiving side: checks the header against `expected` (this side's type, shape
@@ -108,6 +109,7 @@ inline KvShipment receive_kv_shipment(Communicator& comm, int from, const KvShip
                    .last_logits = std::vector<float>(static_cast<size_t>(vocab))};
     comm.recv(from, std::span<std::byte>(got.blocks));
     comm.recv(from, std::span<float>(got.last_logits));
+    got.bytes = static_cast<std::int64_t>(sizeof head + got.blocks.size() + got.last_logits.size() * sizeof(float));
     return got;
 }
 
@@ -124,14 +126,7 @@ inline std::int64_t ship_kv(Communicator& comm, int to, const serve::PagedKVPool
 /// type, shape, positions or vocabulary differ or the table cannot hold the rows.
 inline void receive_kv(Communicator& comm, int from, serve::PagedKVPool& pool, std::span<const int> table,
                        int positions, std::span<float> last_logits) {
-    const auto room = [&]() -> std::string {
-        try {
-            check_kv_table(pool.num_blocks(), pool.block_size(), table, 0, positions, "KV shipment");
-        } catch (const Error& e) {
-            return e.what();
-        }
-        return {};
-    };
+    const auto room = [&] { return serve::kv_table_problem(pool.num_blocks(), pool.block_size(), table, 0, positions, "KV shipment"); };
     const KvShipment got = receive_kv_shipment(comm, from, kv_shipment_header(pool, positions),
                                                static_cast<int>(last_logits.size()), room);
     unpack_kv_blocks(pool, table, positions, got.blocks);

@@ -260,7 +260,7 @@ public:
     }
     std::int64_t weight_bytes() const override { return shard_.weight_bytes; }  // this rank's
     /// What this rank holds: its weights (its embedding rows included) and its KV pool.
-    std::int64_t held_bytes() const { return held_weight_bytes() + pool_.bytes(); }
+    std::int64_t held_bytes() const { return held_weight_bytes(shard_) + pool_.bytes(); }
 
     /// Ranks > 0: repeat rank 0's steps until it finishes. Returns the forward passes run.
     std::int64_t follow() {
@@ -310,17 +310,8 @@ private:
         check_rank_memory(serve::PagedKVPool::bytes_for(shard_.config, num_blocks, block_size, options_.kv));
         pool_ = serve::PagedKVPool(shard_.config, num_blocks, block_size, options_.kv);
     }
-    /// weight_bytes counts what a position reads; the embedding rows are held too.
-    std::int64_t held_weight_bytes() const {
-        const ModelConfig& c = shard_.config;
-        return shard_.weight_bytes + (shard_.token_embedding ? std::int64_t{4} * c.vocab_size * c.dim : 0);
-    }
-    /// --rank-memory: this rank's weights plus a pool of `pool_bytes` must fit the cap.
     void check_rank_memory(std::int64_t pool_bytes) const {
-        const std::int64_t cap = options_.rank_memory;
-        if (cap > 0 && held_weight_bytes() + pool_bytes > cap)
-            fail("this rank would hold ", held_weight_bytes(), " bytes of weights + ", pool_bytes,
-                 " bytes of KV pool, more than its memory of ", cap, " bytes (--rank-memory); split over more ranks");
+        dist::check_rank_memory(shard_, pool_bytes, "KV pool", options_.rank_memory);
     }
 
     Communicator& world_;

@@ -132,17 +132,41 @@ inline std::vector<float> split_forward(const Model& shard, const RankPlace& at,
     return {};
 }
 
+/// Bytes a rank holds of its shard's weights: what a position reads (weight_bytes) and the
+/// embedding rows, which it holds whole or in part (shard.hpp) but reads one of per token.
+inline std::int64_t held_weight_bytes(const Model& shard) {
+    const ModelConfig& c = shard.config;
+    return shard.weight_bytes + (shard.token_embedding ? std::int64_t{4} * c.vocab_size * c.dim : 0);
+}
+
+/// \brief --rank-memory: a rank's weights plus `kv_bytes` of its KV memory (`kv_what`: "KV
+/// pool", "KV cache") must fit `cap` bytes (0: no cap); else an Error naming the three numbers.
+/// "Does not fit one rank, fits two" on one machine: the same cap refuses tp 1 and admits tp 2.
+inline void check_rank_memory(const Model& shard, std::int64_t kv_bytes, const char* kv_what, std::int64_t cap) {
+    if (cap > 0 && held_weight_bytes(shard) + kv_bytes > cap)
+        fail("this rank would hold ", held_weight_bytes(shard), " bytes of weights + ", kv_bytes, " bytes of ",
+             kv_what, ", more than its memory of ", cap, " bytes (--rank-memory); split over more ranks");
+}
+
+/// Options of a ParallelSession.
+struct ParallelSessionOptions {
+    KvType kv = KvType::fp32;
+    std::int64_t rank_memory = 0;  ///< bytes one rank may hold (weights + its KV cache); 0: no cap
+};
+
 /// \brief A Session over a grid of tp × pp ranks: rank 0 drives it like any Session, every other
-/// rank calls follow() (driven_session.hpp). Each rank copies only its part of `whole`.
+/// rank calls follow() (driven_session.hpp). Each rank copies only its part of `whole`, and
+/// checks it against `rank_memory` before its KV cache (fp32, the whole context window for its
+/// layers and heads, kv_cache.hpp) is allocated.
 class ParallelSession : public DrivenSession {
 public:
-    ParallelSession(const Model& whole, Communicator& world, ParallelShape shape, KvType kv = KvType::fp32)
+    ParallelSession(const Model& whole, Communicator& world, ParallelShape shape, ParallelSessionOptions o = {})
         : DrivenSession(world),
           whole_(whole.config),
           at_(rank_place(whole.config, shape, world.rank(), world.size())),
           group_(world, stage_members(shape, at_.stage.rank)),
           shard_(shard_model(whole, at_.split, at_.stage.first_layer, at_.stage.layers)),
-          cache_(shard_.config, kv) {}
+          cache_((check_rank_memory(shard_, cache_bytes(shard_.config), "KV cache", o.rank_memory), shard_.config), o.kv) {}
 
     const ModelConfig& config() const override { return whole_; }
     std::int64_t kv_bytes_used() const override { return cache_.bytes_used(shard_.config); }  // this rank's
@@ -163,6 +187,11 @@ protected:
     const KVCache& cache() const override { return cache_; }
 
 private:
+    // What KVCache allocates for a shard: fp32 K and V of its layers and KV heads, every position.
+    static std::int64_t cache_bytes(const ModelConfig& c) {
+        return check_kv_cache_fits(c, c.seq_len, sizeof(float), "context window (seq_len)");
+    }
+
     ModelConfig whole_;
     RankPlace at_;
     SubCommunicator group_;
@@ -174,14 +203,14 @@ private:
 class TensorParallelSession : public ParallelSession {
 public:
     TensorParallelSession(const Model& whole, Communicator& comm, KvType kv = KvType::fp32)
-        : ParallelSession(whole, comm, {.tp = comm.size(), .pp = 1}, kv) {}
+        : ParallelSession(whole, comm, {.tp = comm.size(), .pp = 1}, {.kv = kv}) {}
 };
 
 /// Pipeline parallelism alone: every rank of `comm` holds whole layers (tp = 1).
 class PipelineParallelSession : public ParallelSession {
 public:
     PipelineParallelSession(const Model& whole, Communicator& comm, KvType kv = KvType::fp32)
-        : ParallelSession(whole, comm, {.tp = 1, .pp = comm.size()}, kv) {}
+        : ParallelSession(whole, comm, {.tp = 1, .pp = comm.size()}, {.kv = kv}) {}
 };
 
 }  // namespace glass::dist

@@ -58,15 +58,23 @@ inline std::int64_t kv_shipment_bytes(const KvShipmentHeader& h) {
     return kv_bytes_per_token(kv_shape(h.n_layers, h.n_kv_heads, h.head_dim), static_cast<KvType>(h.kv_type)) * h.positions;
 }
 
-/// \brief Refuses a range [first, end) the table cannot hold or blocks outside the pool, naming them.
+/// \brief Why the table cannot take rows [first, end) (a bad range, too few blocks, a block
+/// outside the pool), naming the values; empty when it can.
+inline std::string kv_table_problem(int num_blocks, int block_size, std::span<const int> table, int first, int end,
+                                    const char* side) {
+    if (first < 0 || end <= first)
+        return message_of(side, ": a KV shipment needs positions first < end with first >= 0, got ", first, " .. ", end);
+    if (static_cast<std::int64_t>(table.size()) * block_size < end)
+        return message_of(side, ": ", table.size(), " blocks of ", block_size, " positions cannot hold ", end, " positions");
+    for (const int b : table)
+        if (b < 0 || b >= num_blocks) return message_of(side, ": block ", b, " is outside the pool of ", num_blocks);
+    return {};
+}
+
+/// \brief The same as an Error.
 inline void check_kv_table(int num_blocks, int block_size, std::span<const int> table, int first, int end,
                            const char* side) {
-    if (first < 0 || end <= first)
-        fail(side, ": a KV shipment needs positions first < end with first >= 0, got ", first, " .. ", end);
-    if (static_cast<std::int64_t>(table.size()) * block_size < end)
-        fail(side, ": ", table.size(), " blocks of ", block_size, " positions cannot hold ", end, " positions");
-    for (const int b : table)
-        if (b < 0 || b >= num_blocks) fail(side, ": block ", b, " is outside the pool of ", num_blocks);
+    if (std::string why = kv_table_problem(num_blocks, block_size, table, first, end, side); !why.empty()) fail(why);
 }
 
 /// \brief The shipment's order, written once: fn(layer, part, pos) for every row it carries.

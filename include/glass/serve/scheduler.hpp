@@ -83,11 +83,32 @@ public:
 
     void add(Request* r) { waiting_.push_back(r); }
 
+    /// The plan of one step, in three phases that share the step's token budget.
     StepPlan schedule() {
         StepPlan plan;
         int budget = options_.max_tokens_per_step;
+        schedule_running(plan, budget);  // 1. running requests, oldest first
+        if (options_.remote_prefill)     // 2. waiting requests, oldest first, unless memory was short
+            admit_for_remote_prefill(plan);
+        else
+            admit_waiting(plan, budget);
+        add_drafts(plan, budget);  // 3. drafted positions for decoding requests, from what is left
+        return plan;
+    }
 
-        // 1. Running requests, oldest first.
+    /// A finished or cancelled request leaves: its blocks go back to the pool.
+    void remove(Request* r) {
+        running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
+        waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
+        blocks_.release(r->block_table);
+        r->computed = 0;
+    }
+
+private:
+    // Step 1: each running request's next chunk (its prompt's next piece, or one decode
+    // position), oldest first. A request whose blocks cannot grow preempts the newest running
+    // request (itself, if it is the newest: then the step stops here).
+    void schedule_running(StepPlan& plan, int& budget) {
         for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
             Request* r = running_[i];
             if (r->awaiting_kv) continue;  // its prompt is being computed elsewhere
@@ -104,11 +125,15 @@ public:
             plan.chunks.push_back({.request = r, .start = r->computed, .n = n, .decode = r->decoding()});
             budget -= n;
         }
+    }
 
-        // 2. Waiting requests, oldest first, unless memory was short this step.
-        if (options_.remote_prefill) admit_for_remote_prefill(plan);
+    // Step 2: waiting requests, oldest first, with their prefix cache hits, while the budget,
+    // the blocks and max_running allow and nothing was preempted this step. A prompt longer than
+    // what is left of the budget is cut (chunked prefill); with chunking off it waits for the
+    // next step, unless it is this step's first admission, which takes its whole prompt.
+    void admit_waiting(StepPlan& plan, int& budget) {
         bool first_admission = true;
-        while (!options_.remote_prefill && !waiting_.empty() && budget > 0 && plan.preempted.empty() &&
+        while (!waiting_.empty() && budget > 0 && plan.preempted.empty() &&
                static_cast<int>(running_.size()) < options_.max_running) {
             Request* r = waiting_.front();
             const std::vector<int> hits = blocks_.find_cached_prefix(r->tokens);
@@ -129,8 +154,11 @@ public:
             budget -= n;
             first_admission = false;
         }
+    }
 
-        // 3. Drafted positions for decoding requests, oldest first, from what is left.
+    // Step 3: a decoding request that asked for lookahead (speculative decoding) gets up to that
+    // many more positions in its chunk, oldest first, as far as the budget and its blocks go.
+    void add_drafts(StepPlan& plan, int& budget) {
         for (ScheduledChunk& c : plan.chunks) {
             Request* r = c.request;
             if (budget <= 0) break;
@@ -143,18 +171,8 @@ public:
             c.draft = extra;
             budget -= extra;
         }
-        return plan;
     }
 
-    /// A finished or cancelled request leaves: its blocks go back to the pool.
-    void remove(Request* r) {
-        running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
-        waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
-        blocks_.release(r->block_table);
-        r->computed = 0;
-    }
-
-private:
     // Step 2 with remote prefill: every token of a waiting request gets its block here (the
     // prefix cache's hits shared), while blocks last; the positions past the hits are computed
     // by the prefill worker, so they take no budget.
