@@ -3,8 +3,11 @@
 // checked before anything changes, run.c's greedy goldens on every kernel set, and GLASS_KERNELS
 // choosing the set. No timing here (speed lives in bench/).
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 
 #include "fast_cpu_support.hpp"
 
@@ -168,6 +171,47 @@ TEST_CASE("work items: a small product still gives every thread items, a large o
     CHECK(panels_per_item(1000, fp32_panel, 2) == 10);
     CHECK(panels_per_item(1000, fp32_panel, 2) * fp32_panel <= std::int64_t{1} << 20);
     CHECK(panels_per_item(10, std::int64_t{4} << 20, 2) == 1);  // a panel over 1 MB is still an item
+}
+
+TEST_CASE("thread pool: every item of every job runs exactly once (1-4 threads, jobs of changing sizes)") {
+    for (int threads = 1; threads <= 4; ++threads) {
+        glass::fast::ThreadPool pool(threads);
+        std::vector<std::atomic<int>> runs(97);
+        int wrong = 0;
+        for (int job_index = 0; job_index < 3000; ++job_index) {
+            const int n = 1 + (job_index * 37) % 97;  // 1 .. 97 items: fewer and more than threads
+            for (int i = 0; i < n; ++i) runs[static_cast<size_t>(i)].store(0);
+            auto job = [&](int item, int thread) {
+                if (item >= 0 && item < n && thread >= 0 && thread < threads) runs[static_cast<size_t>(item)].fetch_add(1);
+            };
+            pool.run(n, job);
+            for (int i = 0; i < n; ++i) wrong += runs[static_cast<size_t>(i)].load() != 1;
+        }
+        CAPTURE(threads);
+        CHECK(wrong == 0);
+    }
+}
+
+TEST_CASE("thread pool: a stalled worker's run is taken over by the caller") {
+    // Thread 1 owns items 4..7 of 8. Whichever item it starts first, it holds until the caller
+    // (thread 0) has run 7 items: its own four and the three thread 1 has not claimed. Without
+    // taking over another thread's run the caller would stop at four; the 10 s bound only keeps
+    // such a failure from hanging the test.
+    glass::fast::ThreadPool pool(2);
+    std::atomic<int> by_caller{0}, total{0};
+    std::atomic<bool> stalled{false};
+    auto job = [&](int, int thread) {
+        if (thread == 0) {
+            by_caller.fetch_add(1);
+        } else if (!stalled.exchange(true)) {
+            const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (by_caller.load() < 7 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+        }
+        total.fetch_add(1);
+    };
+    pool.run(8, job);
+    CHECK(total.load() == 8);
+    CHECK(by_caller.load() >= 7);  // 8 when the worker woke too late to claim anything
 }
 
 TEST_CASE("logits do not depend on how the rows are shared: 1, 2 and 3 threads agree bit for bit (fp32, q4 int8)") {
