@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-#include "glass/ggml_quants.hpp"
+#include "glass/ggml_quants_write.hpp"
 #include "glass/quantize.hpp"
 #include "glass_cuda.hpp"
 

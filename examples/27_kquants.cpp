@@ -34,7 +34,7 @@
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/packed_weights.hpp"
 #include "glass/fast/random_model.hpp"
-#include "glass/ggml_quants.hpp"
+#include "glass/ggml_quants_write.hpp"
 #include "glass/quantize.hpp"
 #include "glass/sampling.hpp"
 #include "glass/transformer.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "glass/fast/random_model.hpp"
-#include "glass/ggml_quants.hpp"
+#include "glass/ggml_quants_write.hpp"
 #include "glass/quantize.hpp"
 #include "glass/sampling.hpp"
 #include "glass/transformer.hpp"

@@ -80,6 +80,7 @@
 #include "glass/int8.hpp"           // int8 with one scale per group (KV cache rows, activations)
 #include "glass/quantize.hpp"       // weights in 8 or 4 bits, blocks of 32 with one scale (C14)
 #include "glass/ggml_quants.hpp"    // the blocks of downloaded files: Q4_1 .. Q6_K, k-quants
+#include "glass/ggml_quants_write.hpp"  // ... and fp32 into them; the Q4_K_M mix
 
 // Serving many requests at once: requests, the block pool with its prefix cache, the scheduler,
 // the batched paged forward pass, the engine that steps them; then what a server counts, the

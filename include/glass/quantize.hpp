@@ -45,7 +45,7 @@
 
 #include "glass/checkpoint.hpp"
 #include "glass/errors.hpp"
-#include "glass/ggml_quants.hpp"
+#include "glass/ggml_quants_write.hpp"
 #include "glass/half.hpp"
 #include "glass/int8.hpp"
 #include "glass/tensor.hpp"

@@ -15,7 +15,7 @@
 #include "../serve_workloads.hpp"
 #include "cuda_model_support.hpp"
 #include "glass/fast/random_model.hpp"
-#include "glass/ggml_quants.hpp"
+#include "glass/ggml_quants_write.hpp"
 #include "glass/speculative.hpp"
 #include "paged.hpp"
 

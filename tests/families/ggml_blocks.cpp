@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "glass/ggml_quants.hpp"
+#include "glass/ggml_quants_write.hpp"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include "glass/errors.hpp"
 #include "glass/formats/gguf_export.hpp"
 #include "glass/formats/gguf_model.hpp"
-#include "glass/ggml_quants.hpp"
+#include "glass/ggml_quants_write.hpp"
 
 namespace glass {
 
