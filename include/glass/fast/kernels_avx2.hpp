@@ -36,7 +36,6 @@ namespace glass::fast::avx2 {
 
 constexpr int kChunk = 128;  // prefill: inputs per panel chunk. 32 rows × 128 × 4 B = 16 KiB,
                              // half of a 32 KiB L1, the other half for the tokens and outputs.
-constexpr int kSubTile = 6;  // prefill: tokens per register tile (6 × 2 accumulators + 3 ≤ 16)
 
 // Lanes [0, n) of 8 on (all bits set), the rest off: the mask form AVX2's maskload/maskstore take.
 GLASS_AVX2 inline __m256i lanes_below(int n) {
@@ -268,51 +267,21 @@ GLASS_AVX2 inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, f
 // ---------------------------------------------------------------------------------------------
 // Prefill: Y[t][r] (+)= Σ_k W(r,k) · X[t][k] for tokens t < n and the rows of panels [p0, p1).
 //
-// Register tile: M ≤ 6 tokens × 16 rows (half a panel) = 12 accumulators, + 2 weight registers
-// + 1 broadcast = 15 of the 16 ymm registers. Per input k: 2 loads of weights, M broadcasts of
-// x, 2M FMAs, so each loaded weight is used M times from a register. (The AVX-512 set's 12 × 32
-// tile would need 48 registers here.) A packed token tile (≤ 12 tokens, [kc][m]) is cut into
-// sub-tiles of ≤ 6 tokens that read it with stride m.
+// Register tile: 3 tokens × the panel's 32 rows = 12 accumulators, + 3 broadcasts of x + 1
+// weight register = all 16 ymm registers. Per input k: 4 loads of weights, 3 broadcasts, 12
+// FMAs, so each loaded weight is used 3 times from a register. (The AVX-512 set's 12 × 32 tile
+// would need 48 registers here.) A packed token tile (≤ 12 tokens, [kc][m]) is run three tokens
+// at a time over the same chunk, which stays in L1 after the first pass.
 //
-// `next`, `next_bytes`: the weights the following chunk will read, asked into L2 (two cache lines
-// per k) by the chunk's first sub-tile while it computes, as in the AVX-512 set: at a batch of a
-// few rows the product needs ~8 FLOPs per byte of weights, near what memory delivers, so the next
-// chunk's fetch must overlap this chunk's arithmetic rather than follow it.
-template <int M>
-GLASS_AVX2 inline void matmul_tile(const float* x, int m, const float* chunk, int kc, float* y, long ldy, int valid,
-                                   bool accumulate, const char* next, long next_bytes) {
-    __m256 lo[M], hi[M];
-#pragma GCC unroll 6
-    for (int t = 0; t < M; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-    for (int k = 0; k < kc; ++k) {
-        if (long{k} * 128 < next_bytes) {
-            _mm_prefetch(next + long{k} * 128, _MM_HINT_T1);
-            _mm_prefetch(next + long{k} * 128 + 64, _MM_HINT_T1);
-        }
-        const __m256 w_lo = _mm256_load_ps(chunk + k * 32);
-        const __m256 w_hi = _mm256_load_ps(chunk + k * 32 + 8);
-#pragma GCC unroll 6
-        for (int t = 0; t < M; ++t) {
-            const __m256 xt = _mm256_broadcast_ss(x + k * m + t);
-            lo[t] = _mm256_fmadd_ps(xt, w_lo, lo[t]);
-            hi[t] = _mm256_fmadd_ps(xt, w_hi, hi[t]);
-        }
-    }
-#pragma GCC unroll 6
-    for (int t = 0; t < M; ++t) {
-        store8(y + t * ldy, valid, lo[t], accumulate);
-        store8(y + t * ldy + 8, valid - 8, hi[t], accumulate);
-    }
-}
+// Why whole panels: each k's 128 bytes of weights are two cache lines, and a pass that reads all
+// of them streams from memory at full rate. The set first cut the panel into two 16-row halves
+// (6 tokens × 16 rows: 12 accumulators too); each pass then read every other 64-byte line, and
+// the weights streamed at about half the rate. Zen 5, AVX2 set, 2 threads, 2048 × 768 fp32
+// matrices streamed from memory: 8 tokens 22 → 29 GB/s, 16 tokens 15 → 19 GB/s (121 → 151
+// GFLOP/s); in L2, 12 tokens reach ~95 % of the FMA probe. Each y is the same chain of FMAs over
+// k either way, so the numbers are the same bits.
 
-// One or two tokens: all 32 rows of the panel in one pass (4M accumulators, 4 weight registers),
-// so each k reads its 128 bytes of weights at once. Cut into the two 16-row halves above, a lone
-// token would read every other 64-byte line of the chunk and then the rest, and the weights
-// streamed from memory at half the rate (the serving engine's batch 1: 29 GB/s against 57 GB/s
-// for the AVX-512 set's whole-panel tile, Zen 5). Tiles of 3 or 4 tokens run it twice over the
-// chunk (the second pass reads L1): 2048 × 768 fp32 matrices streamed from memory, 2 threads,
-// 3 tokens 27 → 41 GB/s, 4 tokens 26 → 35. Each y is the same chain of FMAs over k either way,
-// so the numbers are the same bits.
+// One or two tokens × 32 rows (4M accumulators).
 template <int M>
 GLASS_AVX2 inline void matmul_tile_panel(const float* x, int m, const float* chunk, int kc, float* y, long ldy,
                                          int valid, bool accumulate) {
@@ -321,31 +290,45 @@ GLASS_AVX2 inline void matmul_tile_panel(const float* x, int m, const float* chu
     for (int t = 0; t < M; ++t)
         for (int q = 0; q < 4; ++q) acc[t][q] = _mm256_setzero_ps();
     for (int k = 0; k < kc; ++k) {
-        __m256 wk[4];
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) wk[q] = _mm256_load_ps(chunk + k * 32 + 8 * q);
+        __m256 xk[M];
 #pragma GCC unroll 2
-        for (int t = 0; t < M; ++t) {
-            const __m256 xt = _mm256_broadcast_ss(x + k * m + t);
+        for (int t = 0; t < M; ++t) xk[t] = _mm256_broadcast_ss(x + k * m + t);
 #pragma GCC unroll 4
-            for (int q = 0; q < 4; ++q) acc[t][q] = _mm256_fmadd_ps(xt, wk[q], acc[t][q]);
+        for (int q = 0; q < 4; ++q) {
+            const __m256 wq = _mm256_load_ps(chunk + k * 32 + 8 * q);
+#pragma GCC unroll 2
+            for (int t = 0; t < M; ++t) acc[t][q] = _mm256_fmadd_ps(xk[t], wq, acc[t][q]);
         }
     }
 #pragma GCC unroll 2
     for (int t = 0; t < M; ++t) store_panel(y + t * ldy, valid, acc[t], accumulate);
 }
 
-GLASS_AVX2 inline void matmul_subtile(int tokens, const float* x, int m, const float* chunk, int kc, float* y,
-                                      long ldy, int valid, bool accumulate, const char* next = nullptr,
-                                      long next_bytes = 0) {
-    switch (tokens) {
-        case 6: matmul_tile<6>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
-        case 5: matmul_tile<5>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
-        case 4: matmul_tile<4>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
-        case 3: matmul_tile<3>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
-        case 2: matmul_tile<2>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
-        default: matmul_tile<1>(x, m, chunk, kc, y, ldy, valid, accumulate, next, next_bytes); break;
+// Three tokens × 32 rows, the tile that fills the register file. Named variables rather than
+// the template's array: with 12 accumulators in an array, GCC 12 keeps them in registers but
+// also stores all 12 to the stack on every k, which halves the speed.
+GLASS_AVX2 inline void matmul_tile_panel3(const float* x, int m, const float* chunk, int kc, float* y, long ldy,
+                                          int valid, bool accumulate) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // token 0: rows 0-7, 8-15, 16-23, 24-31
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // token 1
+    __m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0;                   // token 2
+    for (int k = 0; k < kc; ++k) {
+        const float* wk = chunk + k * 32;  // [32] rows of input k
+        const __m256 xa = _mm256_broadcast_ss(x + k * m), xb = _mm256_broadcast_ss(x + k * m + 1),
+                     xc = _mm256_broadcast_ss(x + k * m + 2);
+        __m256 w = _mm256_load_ps(wk);
+        a0 = _mm256_fmadd_ps(xa, w, a0), b0 = _mm256_fmadd_ps(xb, w, b0), c0 = _mm256_fmadd_ps(xc, w, c0);
+        w = _mm256_load_ps(wk + 8);
+        a1 = _mm256_fmadd_ps(xa, w, a1), b1 = _mm256_fmadd_ps(xb, w, b1), c1 = _mm256_fmadd_ps(xc, w, c1);
+        w = _mm256_load_ps(wk + 16);
+        a2 = _mm256_fmadd_ps(xa, w, a2), b2 = _mm256_fmadd_ps(xb, w, b2), c2 = _mm256_fmadd_ps(xc, w, c2);
+        w = _mm256_load_ps(wk + 24);
+        a3 = _mm256_fmadd_ps(xa, w, a3), b3 = _mm256_fmadd_ps(xb, w, b3), c3 = _mm256_fmadd_ps(xc, w, c3);
     }
+    const __m256 token0[4] = {a0, a1, a2, a3}, token1[4] = {b0, b1, b2, b3}, token2[4] = {c0, c1, c2, c3};
+    store_panel(y, valid, token0, accumulate);
+    store_panel(y + ldy, valid, token1, accumulate);
+    store_panel(y + 2 * ldy, valid, token2, accumulate);
 }
 
 // Widens inputs [k0, k0+kc) of panel p into fp32 `chunk` [kc][32] (32-byte aligned): done once
@@ -392,31 +375,16 @@ GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const f
             else
                 unpack(w, p, k0, kc, scratch);
             const bool add = accumulate || k0 > 0;  // after the first chunk, add to what is in y
-            const NextChunk next = next_chunk(w, p, p1, k0, kc, kChunk);  // fetched by the first sub-tile
             for (int i = 0; i < token_tiles(n); ++i) {
                 const TokenTile tile = token_tile(n, i);
                 const int m = tile.t1 - tile.t0;
                 const float* xt = xp + std::int64_t{tile.t0} * w.cols + std::int64_t{k0} * m;  // [kc][m]
-                if (m <= 4) {  // up to four tokens: the whole panel per pass, two tokens at a time
-                    float* yt = y + tile.t0 * ldy + p * kPanel;
-                    for (int t = 0; t < m; t += 2) {
-                        if (m - t >= 2) matmul_tile_panel<2>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add);
-                        else matmul_tile_panel<1>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add);
-                    }
-                    continue;
-                }
-                const int first = m <= kSubTile ? m : m / 2;  // 12 → 6 + 6, 11 → 5 + 6, 7 → 3 + 4
-                // Only a tile of 4 or more rows has the arithmetic to hide the fetch behind.
-                const bool fetch_next = i == 0 && m >= 4;
-                for (int half = 0; half < 2; ++half) {       // rows 0..15, then 16..31
-                    float* yt = y + tile.t0 * ldy + p * kPanel + 16 * half;
-                    const int rows = valid - 16 * half;
-                    if (rows <= 0) break;
-                    const bool fetch = fetch_next && half == 0;
-                    matmul_subtile(first, xt, m, chunk + 16 * half, kc, yt, ldy, rows, add, fetch ? next.at : nullptr,
-                                   fetch ? next.bytes : 0);
-                    if (first < m)
-                        matmul_subtile(m - first, xt + first, m, chunk + 16 * half, kc, yt + first * ldy, ldy, rows, add);
+                float* yt = y + tile.t0 * ldy + p * kPanel;
+                for (int t = 0; t < m; t += 3) {  // three tokens per pass, then the one or two left
+                    const int left = m - t;
+                    if (left >= 3) matmul_tile_panel3(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add);
+                    else if (left == 2) matmul_tile_panel<2>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add);
+                    else matmul_tile_panel<1>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add);
                 }
             }
         }
