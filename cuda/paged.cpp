@@ -32,6 +32,7 @@
 #include <cmath>
 
 #include "glass/checkpoint.hpp"
+#include "glass/serve/kv_shipment.hpp"
 #include "paged.hpp"
 
 namespace glass::cuda {
@@ -204,6 +205,85 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
     f.enqueue_logits(options_.matmul, last_.f32(), step.n_logits, logits_dev_.f32());  // [n_logits, vocab]
     download(logits_.data(), logits_dev_.data(), logits_.size() * sizeof(float));  // waits for the GPU
     return logits_;
+}
+
+// ---- Disaggregated prefill/decode: the pool's rows to and from the host --------------------------
+//
+// The shipment (glass/serve/kv_shipment.hpp) lists, for each layer, K then V, the rows of
+// positions first .. end-1 in order; an int8 row travels as its n_kv_heads scales, then its
+// kv_dim codes. The pool keeps the same rows, [layer][pool row, kv_dim], and for int8 its scales
+// apart, [layer][pool row, n_kv_heads]. Consecutive positions inside one block are consecutive
+// pool rows, so each (layer, K/V, block) is one copy each way: a block of fp32 rows lands in the
+// shipment as it is; int8 codes and scales go through host staging that interleaves them.
+
+std::size_t CudaPagedBackend::shipment_bytes(std::span<const int> table, int first, int end) const {
+    if (num_blocks_ == 0) fail("KV shipment: no KV pool on the device yet (allocate_pool first)");
+    serve::check_kv_table(num_blocks_, block_size_, table, first, end, "KV shipment");
+    return static_cast<std::size_t>(serve::kv_shipment_bytes(serve::kv_shipment_header(config_, options_.kv, end - first)));
+}
+
+// Into `out` (export, device to host) or from `in` (import, host to device). Both directions
+// use synchronous copies (device.hpp's download/upload), so an export sees every forward
+// enqueued before it and an import is in the pool before the next forward reads it.
+void CudaPagedBackend::move_shipment(std::span<const int> table, int first, int end, std::byte* out,
+                                     const std::byte* in) const {
+    const bool int8 = options_.kv == KvType::int8;
+    const std::size_t kv_dim = static_cast<std::size_t>(config_.kv_dim());
+    const std::size_t row_bytes = int8 ? kv_dim : kv_dim * sizeof(float);             // one pool row
+    const std::size_t scale_bytes = int8 ? config_.n_kv_heads * sizeof(float) : 0;  // its scales
+    const std::size_t layer_rows = static_cast<std::size_t>(num_blocks_) * static_cast<std::size_t>(block_size_);
+    std::vector<std::byte> codes, scales;  // int8 staging: one block's codes and scales
+    std::size_t at = 0;                    // bytes of the shipment done
+    for (int layer = 0; layer < config_.n_layers; ++layer)
+        for (const bool key : {true, false}) {
+            std::byte* rows = static_cast<std::byte*>((key ? keys_ : values_).data()) + layer * layer_rows * row_bytes;
+            std::byte* row_scales =
+                int8 ? static_cast<std::byte*>((key ? key_scales_ : value_scales_).data()) + layer * layer_rows * scale_bytes
+                     : nullptr;
+            for (int pos = first; pos < end;) {
+                const int count = std::min(end, (pos / block_size_ + 1) * block_size_) - pos;  // to the block's end
+                const std::size_t slot = static_cast<std::size_t>(serve::pool_row(table, block_size_, pos));
+                const std::size_t n = static_cast<std::size_t>(count);
+                pos += count;
+                if (!int8) {  // the block's rows are the shipment's next rows, byte for byte
+                    if (out) download(out + at, rows + slot * row_bytes, n * row_bytes);
+                    else upload(rows + slot * row_bytes, in + at, n * row_bytes);
+                    at += n * row_bytes;
+                    continue;
+                }
+                codes.resize(n * row_bytes);
+                scales.resize(n * scale_bytes);
+                if (out) {
+                    download(codes.data(), rows + slot * row_bytes, codes.size());
+                    download(scales.data(), row_scales + slot * scale_bytes, scales.size());
+                }
+                for (std::size_t i = 0; i < n; ++i) {  // per row: scales, then codes
+                    if (out) std::copy_n(scales.data() + i * scale_bytes, scale_bytes, out + at);
+                    else std::copy_n(in + at, scale_bytes, scales.data() + i * scale_bytes);
+                    at += scale_bytes;
+                    if (out) std::copy_n(codes.data() + i * row_bytes, row_bytes, out + at);
+                    else std::copy_n(in + at, row_bytes, codes.data() + i * row_bytes);
+                    at += row_bytes;
+                }
+                if (in) {
+                    upload(rows + slot * row_bytes, codes.data(), codes.size());
+                    upload(row_scales + slot * scale_bytes, scales.data(), scales.size());
+                }
+            }
+        }
+}
+
+std::vector<std::byte> CudaPagedBackend::export_kv(std::span<const int> table, int first, int end) const {
+    std::vector<std::byte> out(shipment_bytes(table, first, end));
+    move_shipment(table, first, end, out.data(), nullptr);
+    return out;
+}
+
+void CudaPagedBackend::import_kv(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) {
+    const std::size_t expected = shipment_bytes(table, first, end);
+    if (bytes.size() != expected)
+        fail("KV shipment: ", bytes.size(), " bytes for ", end - first, " positions, expected ", expected);
+    move_shipment(table, first, end, nullptr, bytes.data());
 }
 
 }  // namespace glass::cuda

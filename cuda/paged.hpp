@@ -20,6 +20,7 @@
 /// ```
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -84,9 +85,16 @@ public:
     std::span<const float> forward(std::span<const serve::BatchEntry> batch) override;
     std::int64_t weight_bytes() const override { return weights_.bytes_per_forward; }
     const CudaPagedOptions& options() const { return options_; }
+    // Disaggregated prefill/decode (glass/serve/kv_shipment.hpp): positions first .. end-1 of the
+    // sequence whose blocks `table` lists, copied from the pool to the host in the shipment's
+    // layout, or from the host into the pool. The same bytes as the CPU backends' for the same rows.
+    std::vector<std::byte> export_kv(std::span<const int> table, int first, int end) const override;
+    void import_kv(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override;
 
 private:
     void ensure_scratch(int n_rows, int n_logits, std::int64_t score_floats);
+    std::size_t shipment_bytes(std::span<const int> table, int first, int end) const;
+    void move_shipment(std::span<const int> table, int first, int end, std::byte* out, const std::byte* in) const;
 
     ModelConfig config_;
     CudaPagedOptions options_;

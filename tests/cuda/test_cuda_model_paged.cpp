@@ -1,13 +1,15 @@
 // tests/cuda/test_cuda_model_paged.cpp — the serving backend, CudaPagedBackend, against
 // CpuPagedBackend on the engine's ragged batches (fp32, f16, q4 and k-quant weights, an int8 pool,
 // every paged attention), the engine over it (each request as if alone, llama2.c's goldens
-// batched, speculation), and what it refuses. The k-quant test runs CudaSession too.
+// batched, speculation, prompts computed by a prefill worker whose K/V is shipped), and what it
+// refuses. The k-quant test runs CudaSession too.
 // (part of the test_cuda_model program; cuda_model_support.hpp has the shared pieces)
 //
 // The emulator runs these on the CPU at a few thousand fibers per kernel launch, so the workloads
 // are small (a handful of requests of a few dozen tokens); on a GPU they take a moment.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "cuda_model_support.hpp"
 #include "glass/fast/random_model.hpp"
 #include "glass/ggml_quants_write.hpp"
+#include "glass/serve/remote_prefill.hpp"
 #include "glass/speculative.hpp"
 #include "paged.hpp"
 
@@ -353,4 +356,109 @@ TEST_CASE("CudaPagedBackend refuses what it cannot do, naming it") {
     // A chunk: no logits wanted.
     const glass::serve::BatchEntry mid_prompt{.tokens = tokens, .start = 0, .block_table = table, .wants_logits = false};
     CHECK(gpu.forward({&mid_prompt, 1}).empty());
+}
+
+// ---- Disaggregated prefill/decode: export_kv / import_kv ---------------------------------------
+
+namespace {
+
+// One entry of `tokens` at positions start .. start+n-1 through `table`.
+std::span<const float> forward_rows(glass::serve::PagedBackend& b, const std::vector<int>& tokens, int start,
+                                    const std::vector<int>& table) {
+    const glass::serve::BatchEntry e{.tokens = tokens, .start = start, .block_table = table};
+    return b.forward({&e, 1});
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](float x, float y) {
+        return std::memcmp(&x, &y, sizeof x) == 0;
+    });
+}
+
+}  // namespace
+
+TEST_CASE("CudaPagedBackend ships K/V rows: the CPU's layout, any blocks, and decoding after an import is bit for bit") {
+    const glass::Model& m = test::shipped();
+    const std::vector<int> prompt = {1, 403, 407, 261, 378, 290, 94, 263, 494, 289};  // 10 positions
+    const std::vector<int> next = {450};                                                      // position 10
+    for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8}) {
+        CAPTURE(std::string(glass::to_string(kv)));
+        const double tolerance = kv == glass::KvType::int8 ? kInt8 : kF32;
+        gc::CudaPagedOptions options;
+        options.kv = kv;
+        // A computes the prompt in blocks 5, 2, 7 (4 positions each) and exports it.
+        gc::CudaPagedBackend a(m, options);
+        a.allocate_pool(8, 4);
+        const std::vector<int> table_a = {5, 2, 7};
+        forward_rows(a, prompt, 0, table_a);
+        const std::vector<std::byte> rows = a.export_kv(table_a, 0, 10);
+        CHECK(static_cast<std::int64_t>(rows.size()) == glass::kv_bytes_per_token(m.config, kv) * 10);
+        const std::span<const float> a_next = forward_rows(a, next, 10, table_a);
+        const std::vector<float> want(a_next.begin(), a_next.end());
+
+        // B imports them into other blocks: the same bytes come back out, and the next token's
+        // logits are A's, bit for bit (the same kernels read the same rows).
+        gc::CudaPagedBackend b(m, options);
+        b.allocate_pool(8, 4);
+        const std::vector<int> table_b = {3, 6, 0};
+        b.import_kv(table_b, 0, 10, rows);
+        CHECK(b.export_kv(table_b, 0, 10) == rows);
+        CHECK(same_bits(forward_rows(b, next, 10, table_b), want));
+
+        // C computes positions 0 .. 4 itself and imports 5 .. 9 (from the middle of a block).
+        gc::CudaPagedBackend c(m, options);
+        c.allocate_pool(8, 4);
+        const std::vector<int> table_c = {1, 4, 2};
+        forward_rows(c, std::vector<int>(prompt.begin(), prompt.begin() + 5), 0, table_c);
+        c.import_kv(table_c, 5, 10, a.export_kv(table_a, 5, 10));
+        CHECK(same_bits(forward_rows(c, next, 10, table_c), want));
+
+        // The CPU reference's shipment of the same prompt: taken as it is, given back byte for
+        // byte, and decoding from it stays within the CUDA-vs-CPU tolerance of the CPU's own next
+        // step (rows read in another layout would not).
+        glass::serve::CpuPagedBackend cpu(m, kv);
+        cpu.allocate_pool(8, 4);
+        const std::vector<int> table_cpu = {0, 1, 2};
+        forward_rows(cpu, prompt, 0, table_cpu);
+        const std::vector<std::byte> cpu_rows = cpu.export_kv(table_cpu, 0, 10);
+        REQUIRE(cpu_rows.size() == rows.size());
+        gc::CudaPagedBackend d(m, options);
+        d.allocate_pool(8, 4);
+        d.import_kv(table_b, 0, 10, cpu_rows);
+        CHECK(d.export_kv(table_b, 0, 10) == cpu_rows);
+        CHECK(relative_error(forward_rows(d, next, 10, table_b), forward_rows(cpu, next, 10, table_cpu)) <= tolerance);
+    }
+}
+
+TEST_CASE("engine over CudaPagedBackend, its prompts computed by a CUDA prefill worker: each request equals itself alone") {
+    const glass::Model& m = test::shipped();
+    for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8}) {
+        if (kSmall && kv == glass::KvType::int8) continue;
+        CAPTURE(std::string(glass::to_string(kv)));
+        gc::CudaPagedOptions options;
+        options.kv = kv;
+        gc::CudaPagedBackend decode(m, options), worker(m, options), alone(m, options);
+        // Block size 5, a pool of 90 positions (preempts), chunked prompts, prefix cache on.
+        test::Workload w = test::random_workload(8, m.config, 5, 7, 18, true, true, /*n_requests=*/5);
+        glass::serve::ThreadPrefill prefill(worker, w.engine.block_size, /*chunk=*/16);
+        w.engine.remote_prefill = &prefill;
+        const test::WorkloadStats stats = test::check_workload_against_alone(decode, alone, test::shipped_tok(), w);
+        CHECK(stats.max_batch_requests >= 2);
+    }
+}
+
+TEST_CASE("CudaPagedBackend's export_kv and import_kv refuse rows that do not fit, naming the values") {
+    const glass::Model& m = test::shipped();
+    gc::CudaPagedBackend gpu(m);
+    const std::vector<int> table = {0, 1};
+    CHECK_THROWS_WITH_AS(gpu.export_kv(table, 0, 4), doctest::Contains("allocate_pool first"), glass::Error);
+    gpu.allocate_pool(4, 8);
+    std::vector<std::byte> bytes(static_cast<std::size_t>(glass::kv_bytes_per_token(m.config, glass::KvType::fp32) * 10));
+    CHECK_NOTHROW(gpu.import_kv(table, 0, 10, bytes));
+    CHECK_THROWS_WITH_AS(gpu.import_kv(table, 0, 9, bytes), doctest::Contains("for 9 positions, expected"), glass::Error);
+    CHECK_THROWS_WITH_AS(gpu.import_kv(table, 10, 20, bytes), doctest::Contains("2 blocks of 8 positions cannot hold 20"),
+                         glass::Error);
+    CHECK_THROWS_WITH_AS(gpu.export_kv(std::vector<int>{0, 6}, 0, 10), doctest::Contains("block 6 is outside the pool of 4"),
+                         glass::Error);
+    CHECK_THROWS_WITH_AS(gpu.export_kv(table, 5, 5), doctest::Contains("first < end"), glass::Error);
 }

@@ -106,15 +106,15 @@ public:
     /// layout (kv_shipment.hpp: layer × K/V × position; int8 as scales and codes).
     virtual std::vector<std::byte> export_kv(std::span<const int> table, int first, int end) const {
         (void)table, (void)first, (void)end;
-        fail("this backend cannot export its KV cache (disaggregated serving runs on the reference and fast "
-             "CPU backends), asked for positions ", first, " .. ", end - 1);
+        fail("this backend cannot export its KV cache (disaggregated serving runs on the reference, fast and "
+             "CUDA backends of one process), asked for positions ", first, " .. ", end - 1);
     }
     /// Stores `bytes` (export_kv's layout, same type and shape) into the rows `table` names for
     /// positions first .. end-1, as if this backend had computed them.
     virtual void import_kv(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) {
         (void)table, (void)bytes;
-        fail("this backend cannot import a KV cache (disaggregated serving runs on the reference and fast "
-             "CPU backends), given positions ", first, " .. ", end - 1);
+        fail("this backend cannot import a KV cache (disaggregated serving runs on the reference, fast and "
+             "CUDA backends of one process), given positions ", first, " .. ", end - 1);
     }
 };
 
