@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "glass/dist/parallel_paged_backend.hpp"
+#include "glass/fast/random_model.hpp"
 #include "glass/glass.hpp"
 #include "serve_workloads.hpp"
 #include "test_support.hpp"
@@ -272,6 +273,76 @@ TEST_CASE("a rank that goes silent: the pass fails naming it, the backend stays 
             CHECK(engine.unavailable() == b.unavailable());
         },
         {.patience = 1000ms});  // the hang guard, short here: rank 1 is known to be silent
+}
+
+// ---- Disaggregated prefill/decode on a split model: export_kv / import_kv ----------------------
+
+TEST_CASE("a split backend ships a prompt's K/V in one process's layout: put together from every rank, cut back into them") {
+    // 4 heads, 2 KV heads, 2 layers: pp 2 gives each stage a layer; tp 4 holds each KV head on 2 ranks.
+    const glass::Model m = glass::fast::random_family_model(glass::fast::small_family_config("llama2"), 7);
+    const std::vector<int> prompt = {1, 5, 17, 33, 60, 2, 71, 90, 11, 42}, next = {23};  // positions 0-9, then 10
+    const std::vector<int> table_a = {5, 2, 7}, table_b = {3, 6, 0}, table_one = {0, 1, 2};  // blocks of 4
+    const auto step = [](glass::serve::PagedBackend& b, const std::vector<int>& tokens, int start,
+                         const std::vector<int>& table) {
+        const BatchEntry e{.tokens = tokens, .start = start, .block_table = table};
+        const std::span<const float> logits = b.forward({&e, 1});
+        return std::vector<float>(logits.begin(), logits.end());
+    };
+    for (const glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8})
+        for (const ParallelShape shape : {ParallelShape{.tp = 1, .pp = 2}, ParallelShape{.tp = 2, .pp = 1},
+                                          ParallelShape{.tp = 4, .pp = 1}, ParallelShape{.tp = 2, .pp = 2}}) {
+            CAPTURE(std::string(glass::to_string(kv)));
+            CAPTURE(shape.tp);
+            CAPTURE(shape.pp);
+            glass::serve::CpuPagedBackend one(m, kv);  // one process, the same prompt
+            one.allocate_pool(8, 4);
+            step(one, prompt, 0, table_one);
+            const std::vector<std::byte> one_rows = one.export_kv(table_one, 0, 10);
+            on_grid(m, shape, {.kv = kv}, [&](ParallelPagedBackend& b) {
+                b.allocate_pool(8, 4);
+                step(b, prompt, 0, table_a);
+                const std::vector<std::byte> rows = b.export_kv(table_a, 0, 10);
+                REQUIRE(rows.size() == one_rows.size());  // kv_bytes_per_token of the whole model × 10
+                if (shape.tp == 1) CHECK(rows == one_rows);  // stages run one process's operations
+                // Into other blocks of the same grid: the same bytes come out again, and the next
+                // step reads them exactly as it reads the rows it computed.
+                b.import_kv(table_b, 0, 10, rows);
+                CHECK(b.export_kv(table_b, 0, 10) == rows);
+                const std::vector<float> want = step(b, next, 10, table_a);
+                CHECK(step(b, next, 10, table_b) == want);
+                // One process decoding from the grid's rows agrees with the grid's own step (a head
+                // or a layer put in the wrong place would not): exactly for stages; for tp, within
+                // the tp-vs-one-process gap of that one step (Wo's and W2's sums in tp pieces:
+                // 1e-5, test_tensor_parallel), and with int8 rows the step's own new K/V row may
+                // round to a neighbouring code (a step of 1/127 of its head's largest value).
+                glass::serve::CpuPagedBackend from_grid(m, kv);
+                from_grid.allocate_pool(8, 4);
+                from_grid.import_kv(table_one, 0, 10, rows);
+                const double gap = test::relative_error(step(from_grid, next, 10, table_one), want);
+                CHECK(gap <= (shape.tp == 1 ? 0.0 : kv == glass::KvType::int8 ? 5e-3 : 1e-5));
+            });
+        }
+}
+
+TEST_CASE("a split backend refuses a shipment that does not fit, at rank 0, before any rank hears of it") {
+    const glass::Model& m = test::shipped();
+    on_grid(m, {.tp = 2, .pp = 1}, {}, [&](ParallelPagedBackend& b) {
+        const std::vector<int> table = {0, 1};
+        CHECK_THROWS_WITH_AS(b.export_kv(table, 0, 4), doctest::Contains("allocate_pool first"), glass::Error);
+        b.allocate_pool(4, 8);
+        std::vector<std::byte> bytes(static_cast<size_t>(glass::kv_bytes_per_token(m.config, glass::KvType::fp32) * 10));
+        for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i % 251);
+        CHECK_THROWS_WITH_AS(b.import_kv(table, 0, 9, bytes), doctest::Contains("for 9 positions, expected"), glass::Error);
+        CHECK_THROWS_WITH_AS(b.import_kv(table, 10, 20, bytes), doctest::Contains("2 blocks of 8 positions cannot hold 20"),
+                             glass::Error);
+        CHECK_THROWS_WITH_AS(b.export_kv(std::vector<int>{0, 6}, 0, 10), doctest::Contains("block 6 is outside the pool of 4"),
+                             glass::Error);
+        CHECK_THROWS_WITH_AS(b.export_kv(table, 5, 5), doctest::Contains("first < end"), glass::Error);
+        // The group goes on: what goes in comes out.
+        CHECK(b.unavailable().empty());
+        b.import_kv(table, 0, 10, bytes);
+        CHECK(b.export_kv(table, 0, 10) == bytes);
+    });
 }
 
 }  // namespace test_parallel_engine

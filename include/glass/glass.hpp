@@ -142,6 +142,7 @@
 #include "glass/dist/tensor_parallel.hpp"
 #include "glass/dist/pipeline_parallel.hpp"
 #include "glass/dist/parallel_session.hpp"
+#include "glass/dist/split_shipment.hpp"
 #include "glass/dist/parallel_paged_backend.hpp"
 #include "glass/dist/kv_transfer.hpp"
 #include "glass/dist/disaggregated.hpp"

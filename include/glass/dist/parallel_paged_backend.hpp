@@ -43,6 +43,7 @@
 #include "glass/dist/communicator.hpp"
 #include "glass/dist/driven_session.hpp"
 #include "glass/dist/parallel_session.hpp"
+#include "glass/dist/split_shipment.hpp"
 #include "glass/serve/paged_backend.hpp"
 #include "glass/serve/paged_transformer.hpp"
 
@@ -258,6 +259,26 @@ public:
             gone_ = std::string("the model's group of ranks is gone: ") + e.what();
         }
     }
+    // Disaggregated prefill/decode (serve/kv_shipment.hpp): rank 0 tells every rank, each packs
+    // or unpacks its share (its layers, its KV heads: split_shipment.hpp), and rank 0 puts the
+    // shares together or sends each rank its own. Checked at rank 0 before any rank hears of it.
+    std::vector<std::byte> export_kv(std::span<const int> table, int first, int end) const override {
+        check_shipment(table, first, end);
+        return as_group([&] {
+            announce({Kind::export_kv, static_cast<std::int32_t>(table.size()), first, end}, table);
+            return gather_shares(table, first, end);
+        });
+    }
+    void import_kv(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override {
+        const std::int64_t expected = check_shipment(table, first, end);
+        if (static_cast<std::int64_t>(bytes.size()) != expected)
+            fail("KV shipment: ", bytes.size(), " bytes for ", end - first, " positions, expected ", expected);
+        as_group([&] {
+            announce({Kind::import_kv, static_cast<std::int32_t>(table.size()), first, end}, table);
+            scatter_shares(table, first, end, bytes);
+            return 0;
+        });
+    }
     std::int64_t weight_bytes() const override { return shard_.weight_bytes; }  // this rank's
     /// What this rank holds: its weights (its embedding rows included) and its KV pool.
     std::int64_t held_bytes() const { return held_weight_bytes(shard_) + pool_.bytes(); }
@@ -277,6 +298,8 @@ public:
                 split_paged_forward(shard_, at_, whole_, pool_, batch, options_.micro_batches, world_, group_, &clock_);
                 break;
             }
+            case Kind::export_kv: gather_shares(ints, h.a, h.b); break;
+            case Kind::import_kv: scatter_shares(ints, h.a, h.b, {}); break;
             }
         }
     }
@@ -294,14 +317,71 @@ public:
     Communicator& stage_group() { return group_; }
 
 private:
-    enum class Kind : std::int32_t { allocate, forward, finish, ping };
+    enum class Kind : std::int32_t { allocate, forward, finish, ping, export_kv, import_kv };
     struct Header {
         Kind kind;
         std::int32_t count;  // ints that follow
-        std::int32_t a, b;   // allocate's num_blocks, block_size
+        std::int32_t a, b;   // allocate's num_blocks, block_size; a shipment's first, end
     };
 
-    void announce(Header h, std::span<const int> ints) {
+    // f() as a step of the whole group: if it fails (a rank threw, died or went silent), the
+    // group is gone for good and every later step is refused with the reason.
+    template <typename F>
+    auto as_group(F f) const -> decltype(f()) {
+        if (const std::string why = unavailable(); !why.empty()) fail(why);
+        try {
+            return f();
+        } catch (const std::exception& e) {
+            const std::lock_guard<std::mutex> lock(gone_mutex_);
+            gone_ = std::string("the model's group of ranks is gone: ") + e.what();
+            throw;
+        }
+    }
+    // Rank 0: refuses a bad range or table before any rank hears of it; the whole shipment's bytes.
+    std::int64_t check_shipment(std::span<const int> table, int first, int end) const {
+        if (pool_.num_blocks() == 0) fail("KV shipment: no KV pool yet (allocate_pool first)");
+        serve::check_kv_table(pool_.num_blocks(), pool_.block_size(), table, first, end, "KV shipment");
+        return serve::kv_shipment_bytes(serve::kv_shipment_header(whole_, options_.kv, end - first));
+    }
+    // Every rank: its share of positions first .. end-1 to rank 0, which puts the whole together.
+    std::vector<std::byte> gather_shares(std::span<const int> table, int first, int end) const {
+        std::vector<std::byte> mine = serve::pack_kv_rows(pool_, table, first, end);
+        if (world_.rank() != 0) {
+            world_.send(0, std::span<const std::byte>(mine));
+            return {};
+        }
+        std::vector<std::byte> whole(static_cast<size_t>(check_shipment(table, first, end)));
+        copy_share(whole_, options_.kv, at_.stage, at_.split, end - first, whole.data(), mine.data(), true);
+        for (int r = 1; r < world_.size(); ++r) {
+            const RankPlace there = rank_place(whole_, at_.shape, r, world_.size());
+            std::vector<std::byte> share(static_cast<size_t>(share_bytes(whole_, options_.kv, there.stage, there.split, end - first)));
+            world_.recv(r, std::span<std::byte>(share));
+            copy_share(whole_, options_.kv, there.stage, there.split, end - first, whole.data(), share.data(), true);
+        }
+        return whole;
+    }
+    // Rank 0 cuts `whole` into every rank's share and sends it; each rank stores its own.
+    void scatter_shares(std::span<const int> table, int first, int end, std::span<const std::byte> whole) {
+        const auto share_of = [&](const RankPlace& at) {
+            return std::vector<std::byte>(static_cast<size_t>(share_bytes(whole_, options_.kv, at.stage, at.split, end - first)));
+        };
+        std::vector<std::byte> mine = share_of(at_);
+        if (world_.rank() != 0) {
+            world_.recv(0, std::span<std::byte>(mine));
+        } else {
+            std::byte* from = const_cast<std::byte*>(whole.data());  // only read: copy_share(..., into_whole = false)
+            for (int r = 1; r < world_.size(); ++r) {
+                const RankPlace there = rank_place(whole_, at_.shape, r, world_.size());
+                std::vector<std::byte> share = share_of(there);
+                copy_share(whole_, options_.kv, there.stage, there.split, end - first, from, share.data(), false);
+                world_.send(r, std::span<const std::byte>(share));
+            }
+            copy_share(whole_, options_.kv, at_.stage, at_.split, end - first, from, mine.data(), false);
+        }
+        serve::unpack_kv_rows(pool_, table, first, end, mine);
+    }
+
+    void announce(Header h, std::span<const int> ints) const {
         if (world_.rank() != 0) fail("rank ", world_.rank(), " follows: only rank 0 drives the backend");
         if (finished_ && h.kind != Kind::finish) fail("this split backend has finished");
         announce_step(world_, h, ints);  // driven_session.hpp
@@ -325,7 +405,7 @@ private:
     StageClock clock_;
     bool finished_ = false;
     mutable std::mutex gone_mutex_;
-    std::string gone_;  // why the group is gone (a pass failed), read by server threads
+    mutable std::string gone_;  // why the group is gone (a step failed), read by server threads
 };
 
 }  // namespace glass::dist
