@@ -785,7 +785,7 @@ TEST_CASE("serve --disaggregate 1:1 (a prefill worker thread computes every prom
              {"--disaggregate 2", {"--disaggregate must be D:P"}},
              {"--disaggregate 1:0", {"each in [1, 256]"}},
              {"--disaggregate 1:1 --threads 2", {"leave --threads out"}},
-             {"--disaggregate 1:1 --tp 2", {"do not combine with --tp"}},
+             {"--disaggregate 1:1 --tp 2", {"does not combine with --tp"}},
              {"--role decode --disaggregate 1:1", {"not both"}},
              {"--role prefill", {"--role needs two processes started by mpirun"}},
              {"--role middle", {"--role must be decode or prefill"}}}) {

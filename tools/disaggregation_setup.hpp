@@ -7,6 +7,10 @@
 //       mpirun -np 1 glass serve --role decode ... : -np 1 glass serve --role prefill ...
 //                           rank 0 decodes (the engine and the server), rank 1 computes the
 //                           prompts; both load the same model with the same --kv
+//       with --tp T --pp P on both sides, each side is a grid of G = T × P processes:
+//       mpirun -np G glass serve --role decode --tp T ... : -np G glass serve --role prefill --tp T ...
+//                           ranks 0 .. G-1 decode (a ParallelPagedBackend, rank 0 drives it),
+//                           ranks G .. 2G-1 prefill (rank G drives theirs); ranks 0 and G talk
 //
 // Either way the engine computes no prompt: each request's K/V arrives from the worker, and the
 // text equals serving without it, bit for bit.
@@ -16,7 +20,9 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "cli.hpp"
 #include "glass/glass.hpp"
@@ -27,6 +33,7 @@ namespace cli {
 
 struct Disaggregation {
     std::string role;         // --role: "decode" or "prefill"; empty without it
+    int side_ranks = 1;       // --role: processes per side (tp × pp with --tp/--pp, else 1)
     int decode_threads = 0;   // --disaggregate D:P; 0 without it
     int prefill_threads = 0;
     bool in_process() const { return decode_threads > 0; }
@@ -60,8 +67,10 @@ inline Disaggregation disaggregation_from_flags(const Flags& flags, const Backen
     if (!flags.has("--role") && !flags.has("--disaggregate")) return d;
     if (flags.has("--role") && flags.has("--disaggregate"))
         throw UsageError("give --role (two processes under mpirun) or --disaggregate D:P (one process), not both");
-    if (choice.on_grid) throw UsageError("--role and --disaggregate do not combine with --tp, --pp or --rank-memory yet");
     if (flags.has("--disaggregate")) {
+        if (choice.on_grid)
+            throw UsageError("--disaggregate D:P (one process) does not combine with --tp, --pp or --rank-memory yet; "
+                             "under mpirun, --role decode|prefill does");
         if (!threads_too && flags.has("--threads"))
             throw UsageError("--disaggregate D:P gives the threads (D to decode, P to the prefill worker): leave --threads out");
         std::tie(d.decode_threads, d.prefill_threads) = thread_split_from_flags(flags);
@@ -71,7 +80,9 @@ inline Disaggregation disaggregation_from_flags(const Flags& flags, const Backen
     if (d.role != "decode" && d.role != "prefill") throw UsageError("--role must be decode or prefill, got '" + d.role + "'");
     if (!started_by_mpirun())
         throw UsageError("--role needs two processes started by mpirun: mpirun -np 1 glass serve --role decode ... : "
-                         "-np 1 glass serve --role prefill ...; in one process, use --disaggregate D:P");
+                         "-np 1 glass serve --role prefill ... (-np tp × pp each with --tp/--pp); in one process, use "
+                         "--disaggregate D:P");
+    d.side_ranks = choice.on_grid ? choice.grid.tp * choice.grid.pp : 1;
     return d;
 }
 
@@ -90,38 +101,70 @@ inline void with_thread_prefill(const Disaggregation& d, const BackendChoice& ch
     eo.remote_prefill = nullptr;
 }
 
-// --role: rank 0 runs body(backend) with its prompts sent to rank 1, which computes them until
-// rank 0 is done. Each rank says on stderr what it did.
+// --role, every rank: ranks 0 .. G-1 must have said decode and G .. 2G-1 prefill.
+inline void check_roles(glass::dist::Communicator& comm, const Disaggregation& d) {
+    const int mine = d.role == "decode" ? 0 : 1;
+    std::vector<int> roles(static_cast<size_t>(comm.size()));
+    comm.all_gather(std::span<const int>(&mine, 1), std::span<int>(roles));
+    const int g = d.side_ranks;
+    for (int r = 0; r < comm.size(); ++r)
+        if (roles[static_cast<size_t>(r)] != (r < g ? 0 : 1))
+            glass::fail("--role: ranks 0 .. ", g - 1, " must decode and ranks ", g, " .. ", 2 * g - 1,
+                        " prefill (mpirun -np ", g, " glass ... --role decode : -np ", g,
+                        " glass ... --role prefill), got rank ", r, " ", roles[static_cast<size_t>(r)] == 0 ? "decode" : "prefill");
+}
+
+// --role: the decode side (ranks 0 .. G-1) runs body(backend) with its prompts sent to the
+// prefill side (ranks G .. 2G-1), which computes them until the decode side is done. With
+// --tp/--pp each side is its own grid, a ParallelPagedBackend over a subgroup whose rank 0 (0 and
+// G) drives it and talks to the other side; the rest follow their grid. Ranks 0 and G say on
+// stderr what they did.
 inline void with_prefill_rank(const Disaggregation& d, const BackendChoice& choice, const glass::Model& model,
                               const glass::fast::FastOptions& fo, glass::serve::EngineOptions& eo,
                               const std::function<void(glass::serve::PagedBackend&)>& body) {
-    run_group(2, "--role decode|prefill", [&](glass::dist::Communicator& comm) {
-        const int mine = d.role == "decode" ? 0 : 1;
-        int roles[2] = {};
-        comm.all_gather(std::span<const int>(&mine, 1), std::span<int>(roles));
-        const auto name = [](int role) { return role == 0 ? "decode" : "prefill"; };
-        if (roles[0] != 0 || roles[1] != 1)
-            glass::fail("--role: rank 0 must decode and rank 1 prefill (mpirun -np 1 glass ... --role decode : -np 1 "
-                        "glass ... --role prefill), got rank 0 ", name(roles[0]), " and rank 1 ", name(roles[1]));
-        const std::unique_ptr<glass::serve::PagedBackend> backend = make_paged_backend(choice.name, model, fo);
-        if (comm.rank() == 1) {
+    const int g = d.side_ranks;
+    run_group(2 * g, "--role decode|prefill", [&](glass::dist::Communicator& comm) {
+        check_roles(comm, d);
+        const bool decode = comm.rank() < g;
+        std::unique_ptr<glass::dist::SubCommunicator> side;  // this side's grid (outlives its backend)
+        std::unique_ptr<glass::serve::PagedBackend> backend;
+        glass::dist::ParallelPagedBackend* grid = nullptr;
+        if (!choice.on_grid) {
+            backend = make_paged_backend(choice.name, model, fo);
+        } else {
+            std::vector<int> members(static_cast<size_t>(g));
+            std::iota(members.begin(), members.end(), decode ? 0 : g);
+            side = std::make_unique<glass::dist::SubCommunicator>(comm, members);
+            glass::dist::ParallelPagedOptions options = choice.grid_options;
+            options.kv = fo.kv;
+            auto split = std::make_unique<glass::dist::ParallelPagedBackend>(model, *side, choice.grid, options);
+            grid = split.get();
+            backend = std::move(split);
+            if (side->rank() != 0) {  // a follower of its side's grid, until that side's rank 0 finishes
+                grid->follow();
+                return;
+            }
+        }
+        if (!decode) {
             const glass::dist::DisaggregatedCounters c =
                 glass::dist::run_prefill_rank(comm, 0, *backend, eo.block_size, eo.scheduler.max_tokens_per_step);
-            std::fprintf(stderr, "[rank 1, prefill] %lld prompts, %lld positions computed, %lld shipped, %.3f MB sent\n",
-                         static_cast<long long>(c.jobs), static_cast<long long>(c.positions),
+            if (grid) grid->finish();
+            std::fprintf(stderr, "[rank %d, prefill] %lld prompts, %lld positions computed, %lld shipped, %.3f MB sent\n",
+                         comm.rank(), static_cast<long long>(c.jobs), static_cast<long long>(c.positions),
                          static_cast<long long>(c.shipped_rows), c.shipped_bytes / 1e6);
             return;
         }
         glass::dist::DisaggregatedCounters c;
         {
-            glass::dist::CommPrefill prefill(comm, 1, model.config, fo.kv);
+            glass::dist::CommPrefill prefill(comm, g, model.config, fo.kv);
             eo.remote_prefill = &prefill;
             body(*backend);
             eo.remote_prefill = nullptr;
             c = prefill.counters();
-        }  // tells rank 1 to stop
-        std::fprintf(stderr, "[rank 0, decode] %lld prompts prefilled by rank 1, %lld positions received, %.3f MB\n",
-                     static_cast<long long>(c.jobs), static_cast<long long>(c.shipped_rows), c.shipped_bytes / 1e6);
+        }  // tells rank g to stop
+        if (grid) grid->finish();
+        std::fprintf(stderr, "[rank 0, decode] %lld prompts prefilled by rank %d, %lld positions received, %.3f MB\n",
+                     static_cast<long long>(c.jobs), g, static_cast<long long>(c.shipped_rows), c.shipped_bytes / 1e6);
     });
 }
 
@@ -140,7 +183,10 @@ inline std::string disaggregation_details(const Disaggregation& d) {
     if (d.in_process())
         return " | disaggregated: decode " + std::to_string(d.decode_threads) + " threads, prefill worker " +
                std::to_string(d.prefill_threads) + " threads";
-    if (d.over_ranks()) return " | disaggregated: decode rank 0, prefill rank 1";
+    if (d.over_ranks() && d.side_ranks == 1) return " | disaggregated: decode rank 0, prefill rank 1";
+    if (d.over_ranks())
+        return " | disaggregated: decode ranks 0-" + std::to_string(d.side_ranks - 1) + ", prefill ranks " +
+               std::to_string(d.side_ranks) + "-" + std::to_string(2 * d.side_ranks - 1);
     return "";
 }
 

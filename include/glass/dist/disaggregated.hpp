@@ -64,7 +64,10 @@ inline DisaggregatedCounters run_prefill_rank(Communicator& comm, int decode, se
         std::array<int, 5> head{};  // kind, request, ticket, first, n
         comm.recv(decode, std::span<int>(head));
         if (head[0] == static_cast<int>(PrefillMessage::stop)) return counters;
-        if (head[0] == static_cast<int>(PrefillMessage::ping)) continue;
+        if (head[0] == static_cast<int>(PrefillMessage::ping)) {
+            backend.keep_alive();  // the decode side is idle and still there: so is this side, to its own grid
+            continue;
+        }
         if (head[4] < 1 || head[4] > backend.config().seq_len)
             fail("prefill rank: a job of ", head[4], " tokens (the context window is ", backend.config().seq_len, ")");
         serve::PrefillJob job{.request_id = head[1], .ticket = head[2], .tokens = std::vector<int>(static_cast<size_t>(head[4])),

@@ -25,6 +25,11 @@
 /// `patience` (120 s by default: a hang guard, not a deadline) fails with an Error naming the rank
 /// it waited for. MPI counts bytes in an int: longer messages travel as several parts.
 ///
+/// MPI runs MPI_THREAD_SERIALIZED: any thread may call it, one at a time. Two threads of one
+/// process may use the group at once (a decode rank's engine thread drives its grid while its
+/// comm thread talks to the prefill side: tools/disaggregation_setup.hpp), so every MPI call
+/// here holds one process-wide lock, released while a wait sleeps.
+///
 /// MPI's error codes become glass::Error with MPI's own text. When one rank cannot go on,
 /// abort_group prints "glass: rank R: message" and MPI_Abort ends every process of the group.
 /// Only programs built against MPI include this header (CMake: GLASS_MPI_FOUND, MPI::MPI_CXX).
@@ -40,6 +45,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,6 +62,12 @@ inline std::string mpi_error_text(int code) {
     int length = 0;
     if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error code " + std::to_string(code);
     return std::string(text, static_cast<size_t>(length));
+}
+
+/// The lock every MPI call of this process's MpiCommunicators holds (MPI_THREAD_SERIALIZED).
+inline std::mutex& mpi_lock() {
+    static std::mutex m;
+    return m;
 }
 
 /// Turns an MPI call's return code into a glass::Error naming the call.
@@ -177,7 +189,8 @@ public:
         do {  // at least one message, so that an empty send meets its empty recv
             const size_t part = std::min(options_.max_message_bytes, data.size() - offset);
             MPI_Request request = MPI_REQUEST_NULL;
-            check_mpi(MPI_Isend(data.data() + offset, static_cast<int>(part), MPI_BYTE, to, kTag, comm_, &request),
+            check_mpi(serialized([&] { return MPI_Isend(data.data() + offset, static_cast<int>(part), MPI_BYTE, to, kTag,
+                                                        comm_, &request); }),
                       "MPI_Isend");
             wait(request, "send", to);
             offset += part;
@@ -191,11 +204,12 @@ public:
         do {
             const size_t part = std::min(options_.max_message_bytes, data.size() - offset);
             MPI_Request request = MPI_REQUEST_NULL;
-            check_mpi(MPI_Irecv(data.data() + offset, static_cast<int>(part), MPI_BYTE, from, kTag, comm_, &request),
+            check_mpi(serialized([&] { return MPI_Irecv(data.data() + offset, static_cast<int>(part), MPI_BYTE, from, kTag,
+                                                        comm_, &request); }),
                       "MPI_Irecv");
             const MPI_Status status = wait(request, "recv", from);
             int count = 0;
-            MPI_Get_count(&status, MPI_BYTE, &count);
+            serialized([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
             if (static_cast<size_t>(count) != part)
                 fail("rank ", rank_, " expected ", data.size(), " bytes from rank ", from, " but a part of ", part,
                      " bytes held ", count);
@@ -211,7 +225,8 @@ public:
         for (size_t offset = 0; offset < data.size(); offset += options_.max_message_bytes) {
             const size_t part = std::min(options_.max_message_bytes, data.size() - offset);
             MPI_Request request = MPI_REQUEST_NULL;
-            check_mpi(MPI_Ibcast(data.data() + offset, static_cast<int>(part), MPI_BYTE, root, comm_, &request),
+            check_mpi(serialized([&] { return MPI_Ibcast(data.data() + offset, static_cast<int>(part), MPI_BYTE, root,
+                                                         comm_, &request); }),
                       "MPI_Ibcast");
             wait(request, "broadcast", rank_ == root ? kAnyPeer : root);
         }
@@ -228,7 +243,8 @@ public:
         }
         const int count = static_cast<int>(mine.size());
         MPI_Request request = MPI_REQUEST_NULL;
-        check_mpi(MPI_Igather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, root, comm_, &request),
+        check_mpi(serialized([&] { return MPI_Igather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, root,
+                                                      comm_, &request); }),
                   "MPI_Igather");
         wait(request, "gather", rank_ == root ? kAnyPeer : root);
     }
@@ -243,7 +259,8 @@ public:
         }
         const int count = static_cast<int>(mine.size());
         MPI_Request request = MPI_REQUEST_NULL;
-        check_mpi(MPI_Iallgather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, comm_, &request),
+        check_mpi(serialized([&] { return MPI_Iallgather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, comm_,
+                                                         &request); }),
                   "MPI_Iallgather");
         wait(request, "all_gather", kAnyPeer);
     }
@@ -251,7 +268,7 @@ public:
     void barrier() override {
         check_usable();
         MPI_Request request = MPI_REQUEST_NULL;
-        check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+        check_mpi(serialized([&] { return MPI_Ibarrier(comm_, &request); }), "MPI_Ibarrier");
         wait(request, "barrier", kAnyPeer);
     }
 
@@ -263,7 +280,14 @@ private:
         if (root < 0 || root >= size_) fail(what, ": root ", root, " is not a rank of a group of ", size_);
     }
     void check_usable() const {
+        const std::lock_guard<std::mutex> lock(mpi_lock());
         if (!broken_.empty()) fail("rank ", rank_, ": this communicator stopped after an earlier failure: ", broken_);
+    }
+    /// call() under mpi_lock(): one MPI call at a time in this process.
+    template <typename Call>
+    static int serialized(Call call) {
+        const std::lock_guard<std::mutex> lock(mpi_lock());
+        return call();
     }
 
     /// Polls `request` until it completes, without keeping a core busy:
@@ -278,7 +302,7 @@ private:
         MPI_Status status{};
         for (;;) {
             int done = 0;
-            const int code = MPI_Test(&request, &done, &status);
+            const int code = serialized([&] { return MPI_Test(&request, &done, &status); });
             if (code != MPI_SUCCESS) give_up(request, what, peer, mpi_error_text(code));
             if (done) return status;
             const Clock::duration waited = Clock::now() - start;
@@ -302,6 +326,7 @@ private:
         else if (peer == kAnyPeer) message = me + " waited " + seconds + " s in " + what + "; another rank did not answer";
         else message = me + " waited " + seconds + " s for " + them + ", which did not answer (" + what + ")";
         const bool point_to_point = std::string_view(what) == "send" || std::string_view(what) == "recv";
+        const std::lock_guard<std::mutex> lock(mpi_lock());
         if (point_to_point && request != MPI_REQUEST_NULL) {
             MPI_Cancel(&request);
             MPI_Request_free(&request);
