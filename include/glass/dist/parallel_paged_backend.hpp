@@ -232,17 +232,12 @@ public:
     KvType kv_type() const override { return options_.kv; }
     std::span<const float> forward(std::span<const serve::BatchEntry> batch) override {
         serve::check_batch(whole_, batch, pool_.num_blocks(), pool_.block_size());  // refused here, before any rank hears of it
-        if (const std::string why = unavailable(); !why.empty()) fail(why);
-        try {
+        return as_group([&] {
             const std::vector<int> ints = pack_batch(batch);
             announce({Kind::forward, static_cast<std::int32_t>(ints.size()), 0, 0}, ints);
             logits_ = split_paged_forward(shard_, at_, whole_, pool_, batch, options_.micro_batches, world_, group_, &clock_);
-        } catch (const std::exception& e) {  // a rank failed or went silent mid-step: the group is gone for good
-            const std::lock_guard<std::mutex> lock(gone_mutex_);
-            gone_ = std::string("the model's group of ranks is gone: ") + e.what();
-            throw;
-        }
-        return logits_;
+            return std::span<const float>(logits_);
+        });
     }
     std::string unavailable() const override {
         const std::lock_guard<std::mutex> lock(gone_mutex_);
@@ -350,13 +345,14 @@ private:
             world_.send(0, std::span<const std::byte>(mine));
             return {};
         }
-        std::vector<std::byte> whole(static_cast<size_t>(check_shipment(table, first, end)));
-        copy_share(whole_, options_.kv, at_.stage, at_.split, end - first, whole.data(), mine.data(), true);
+        std::vector<std::byte> whole(
+            static_cast<size_t>(serve::kv_shipment_bytes(serve::kv_shipment_header(whole_, options_.kv, end - first))));
+        put_share(whole_, options_.kv, at_.stage, at_.split, end - first, mine.data(), whole.data());
         for (int r = 1; r < world_.size(); ++r) {
             const RankPlace there = rank_place(whole_, at_.shape, r, world_.size());
             std::vector<std::byte> share(static_cast<size_t>(share_bytes(whole_, options_.kv, there.stage, there.split, end - first)));
             world_.recv(r, std::span<std::byte>(share));
-            copy_share(whole_, options_.kv, there.stage, there.split, end - first, whole.data(), share.data(), true);
+            put_share(whole_, options_.kv, there.stage, there.split, end - first, share.data(), whole.data());
         }
         return whole;
     }
@@ -369,14 +365,13 @@ private:
         if (world_.rank() != 0) {
             world_.recv(0, std::span<std::byte>(mine));
         } else {
-            std::byte* from = const_cast<std::byte*>(whole.data());  // only read: copy_share(..., into_whole = false)
             for (int r = 1; r < world_.size(); ++r) {
                 const RankPlace there = rank_place(whole_, at_.shape, r, world_.size());
                 std::vector<std::byte> share = share_of(there);
-                copy_share(whole_, options_.kv, there.stage, there.split, end - first, from, share.data(), false);
+                take_share(whole_, options_.kv, there.stage, there.split, end - first, whole.data(), share.data());
                 world_.send(r, std::span<const std::byte>(share));
             }
-            copy_share(whole_, options_.kv, at_.stage, at_.split, end - first, from, mine.data(), false);
+            take_share(whole_, options_.kv, at_.stage, at_.split, end - first, whole.data(), mine.data());
         }
         serve::unpack_kv_rows(pool_, table, first, end, mine);
     }

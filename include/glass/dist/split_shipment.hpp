@@ -14,7 +14,8 @@
 ///
 ///   share (its layer l, part, position p), its head j  <->  whole (first_layer + l, part, p), head kv_head_begin + j
 ///
-/// The grid's rank 0 puts the shares together (export) or cuts the whole into them (import).
+/// The grid's rank 0 puts the shares together (put_share, export) or cuts the whole into them
+/// (take_share, import).
 /// When tp > n_kv_heads, a KV head is held by tp / n_kv_heads ranks with the same bits (each
 /// computes it from the same rows of Wk, Wv): export copies each, import gives it to each.
 /// ```
@@ -39,32 +40,44 @@ inline std::int64_t share_bytes(const ModelConfig& whole, KvType type, const Pip
     return std::int64_t{stage.layers} * 2 * positions * split.kv_heads * (scale + head);
 }
 
-/// \brief Copies between a whole shipment and one rank's share of it: into `whole` from `share`
-/// (export), or into `share` from `whole` (import). Both hold `positions` positions.
-inline void copy_share(const ModelConfig& c, KvType type, const PipelineStage& stage, const TensorSplit& split,
-                       int positions, std::byte* whole, std::byte* share, bool into_whole) {
+/// \brief fn(whole_at, share_at, bytes) for every piece a rank's share has in common with the
+/// whole shipment (byte offsets into each): per row, each of its KV heads' scale (int8) and
+/// values or codes. Both hold `positions` positions.
+template <typename Fn>
+void for_each_share_piece(const ModelConfig& c, KvType type, const PipelineStage& stage, const TensorSplit& split,
+                          int positions, Fn&& fn) {
     const bool int8 = type == KvType::int8;
     const std::size_t scale = int8 ? sizeof(float) : 0;  // per KV head, at the row's start
     const std::size_t head = static_cast<std::size_t>(c.head_dim) * (int8 ? 1 : sizeof(float));
     const std::size_t heads = static_cast<std::size_t>(c.n_kv_heads), mine = static_cast<std::size_t>(split.kv_heads);
     const std::size_t whole_row = heads * (scale + head), share_row = mine * (scale + head);
-    const auto move = [into_whole](std::byte* w, std::byte* s, std::size_t n) {
-        if (into_whole) std::memcpy(w, s, n);
-        else std::memcpy(s, w, n);
-    };
     const auto n = static_cast<std::size_t>(positions);
     for (std::size_t l = 0; l < static_cast<std::size_t>(stage.layers); ++l)
         for (std::size_t part = 0; part < 2; ++part)  // K, then V
             for (std::size_t p = 0; p < n; ++p) {
                 const std::size_t layer = static_cast<std::size_t>(stage.first_layer) + l;
-                std::byte* w = whole + ((layer * 2 + part) * n + p) * whole_row;  // [n_kv_heads] row
-                std::byte* s = share + ((l * 2 + part) * n + p) * share_row;      // [kv_heads] row
+                const std::size_t w = ((layer * 2 + part) * n + p) * whole_row;  // its [n_kv_heads] row
+                const std::size_t s = ((l * 2 + part) * n + p) * share_row;      // its [kv_heads] row
                 for (std::size_t j = 0; j < mine; ++j) {
                     const std::size_t h = static_cast<std::size_t>(split.kv_head_begin) + j;  // the whole row's head
-                    move(w + h * scale, s + j * scale, scale);                        // its scale (int8)
-                    move(w + heads * scale + h * head, s + mine * scale + j * head, head);  // its values or codes
+                    if (int8) fn(w + h * scale, s + j * scale, scale);                 // its scale
+                    fn(w + heads * scale + h * head, s + mine * scale + j * head, head);  // its values or codes
                 }
             }
+}
+
+/// \brief Export: a rank's share into its places in the whole shipment.
+inline void put_share(const ModelConfig& c, KvType type, const PipelineStage& stage, const TensorSplit& split,
+                      int positions, const std::byte* share, std::byte* whole) {
+    for_each_share_piece(c, type, stage, split, positions,
+                         [&](std::size_t w, std::size_t s, std::size_t n) { std::memcpy(whole + w, share + s, n); });
+}
+
+/// \brief Import: a rank's share cut out of the whole shipment.
+inline void take_share(const ModelConfig& c, KvType type, const PipelineStage& stage, const TensorSplit& split,
+                       int positions, const std::byte* whole, std::byte* share) {
+    for_each_share_piece(c, type, stage, split, positions,
+                         [&](std::size_t w, std::size_t s, std::size_t n) { std::memcpy(share + s, whole + w, n); });
 }
 
 }  // namespace glass::dist
