@@ -56,7 +56,8 @@ const ModelConfig& require_device(const ModelConfig& c) {
     return c;
 }
 
-DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
+DeviceWeights::DeviceWeights(const Model& model, WeightType type, int first)
+    : first_layer(first) {
     const ModelConfig& c = model.config;
     require_fp32_weights(model, "the CUDA path");
     const float offset = c.norm_weight_offset;
@@ -79,7 +80,7 @@ DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
             fail("the CUDA path: layer ", index, " lacks a norm gain its config asks for",
                  c.qk_norm ? " (qk_norm: q_norm, k_norm)" : "", c.sandwich_norms ? " (sandwich_norms: post-attention, post-MLP)" : "");
         const std::vector<float> f =
-            host_rope_frequencies(c.head_dim, c.rope_theta_of_layer(index), c.rope_scaling_of_layer(index));
+            host_rope_frequencies(c.head_dim, c.rope_theta_of_layer(first + index), c.rope_scaling_of_layer(first + index));
         const auto same = std::find(tables.begin(), tables.end(), f);
         l.rope_table = static_cast<int>(same - tables.begin());
         if (same == tables.end()) tables.push_back(f);
@@ -95,14 +96,17 @@ DeviceWeights::DeviceWeights(const Model& model, WeightType type) {
     // A quantized model (q8/q4 or a k-quant) keeps its embedding table fp32 (a lookup reads one row
     // per token, so its width costs no time) and quantizes the classifier on its own, as
     // glass::quantized_model() does.
-    embedding = upload_weights(model.embedding_table(), has_integer_weights(type) ? WeightType::f32 : type);
-    if (c.shared_classifier && !has_integer_weights(type)) {
+    // A pipeline stage's shard (glass/dist/shard.hpp) holds the embedding only at stage 0 and the
+    // final norm and classifier only at the last stage; the others stay empty.
+    if (model.token_embedding)
+        embedding = upload_weights(model.embedding_table(), has_integer_weights(type) ? WeightType::f32 : type);
+    if (c.shared_classifier && model.token_embedding && !has_integer_weights(type)) {
         classifier = embedding.view;  // one table, read by both ends of the model
-    } else {
+    } else if (model.classifier) {
         classifier_own = upload_weights(model.output_classifier(), type);
         classifier = classifier_own.view;
     }
-    rms_final = upload_gain(model.final_norm(), offset);
+    if (model.rms_final) rms_final = upload_gain(model.final_norm(), offset);
     for (const std::vector<float>& f : tables) rope_tables.push_back(to_device(std::span<const float>(f)));
     // Bytes read per forward pass: every layer's matrices and the classifier as stored (scales
     // included), the fp32 norm gains and biases; of the embedding table one row, which
@@ -149,8 +153,14 @@ void DeviceForward::enqueue_layers(MatmulKernel mm, const int* d_ids, const RowP
     const int n = rows.n_rows;
     if (n < 1 || n > rows_) fail("DeviceForward: ", n, " rows, activations reserved for ", rows_);
     const std::int64_t stream = std::int64_t{n} * c_.dim;  // numbers in x [n, dim]
-    embedding(w_.embedding.view, d_ids, n, x_.f32());  // [n, dim]
-    if (c_.embedding_scale != 1.0f) scale_values(x_.f32(), stream, c_.embedding_scale);  // Gemma: × √dim
+    if (d_ids && !share_.split()) {
+        embedding(w_.embedding.view, d_ids, n, x_.f32());  // [n, dim]
+        if (c_.embedding_scale != 1.0f) scale_values(x_.f32(), stream, c_.embedding_scale);  // Gemma: × √dim
+    } else if (d_ids) {  // my vocabulary rows, zeros elsewhere, scaled, then added across ranks
+        embedding_slice(w_.embedding.view, share_.vocab_begin, d_ids, n, x_.f32());
+        if (c_.embedding_scale != 1.0f) scale_values(x_.f32(), stream, c_.embedding_scale);
+        share_.add_across_ranks(x_.f32(), stream);
+    }
     for (int l = 0; l < c_.n_layers; ++l) {
         const DeviceWeights::Layer& w = w_.layers[static_cast<std::size_t>(l)];
         // Attention half: queries, keys and values of every row, rotated by each row's position.
@@ -168,7 +178,7 @@ void DeviceForward::enqueue_layers(MatmulKernel mm, const int* d_ids, const RowP
         const float* frequencies = w_.rope_tables[static_cast<std::size_t>(w.rope_table)].f32();
         rope_rows(q_.f32(), c_.n_heads, c_.head_dim, rows, frequencies, c_.rope_layout);
         rope_rows(k_.f32(), c_.n_kv_heads, c_.head_dim, rows, frequencies, c_.rope_layout);
-        attend(l);  // k, v into the cache or pool; att = attention over it
+        attend(w_.first_layer + l);  // k, v into the cache or pool; att = attention over it
         matmul(mm, att_.f32(), n, w.wo.view, tmp_.f32());
         add_to_stream(tmp_.f32(), c_.sandwich_norms ? w.post_att.f32() : nullptr, n);
         // MLP half.
@@ -178,8 +188,11 @@ void DeviceForward::enqueue_layers(MatmulKernel mm, const int* d_ids, const RowP
     }
 }
 
-// x += y [n, dim]; given a sandwich norm's gain (Gemma 2, 3), y is normed first, into xn.
-void DeviceForward::add_to_stream(const float* y, const float* sandwich_gain, int n) {
+// x += y [n, dim]; given a sandwich norm's gain (Gemma 2, 3), y is normed first, into xn. On a
+// split model y is this rank's partial sum (Wo's or W2's product over its heads or hidden units),
+// completed across ranks first.
+void DeviceForward::add_to_stream(float* y, const float* sandwich_gain, int n) {
+    if (share_.split()) share_.add_across_ranks(y, std::int64_t{n} * c_.dim);
     if (sandwich_gain) {
         rmsnorm(y, sandwich_gain, n, c_.dim, c_.norm_eps, xn_.f32());
         y = xn_.f32();

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "glass_cuda.hpp"
@@ -45,7 +46,10 @@ struct DeviceWeights {
         DeviceBuffer post_att, post_mlp;        // [dim] sandwich norms (Gemma 2, 3)
         int rope_table = 0;                     // index into rope_tables
     };
-    DeviceWeights(const Model& model, WeightType type);
+    // `first_layer`: the model layer that model.layers[0] is (a pipeline stage's shard holds layers
+    // first_layer .. of the whole: RoPE bases and windows go by the whole model's numbering).
+    DeviceWeights(const Model& model, WeightType type, int first_layer = 0);
+    int first_layer = 0;
     std::vector<Layer> layers;
     OwnedMatrix embedding, classifier_own;  // classifier_own only when not shared
     DeviceMatrix classifier;                // = embedding.view when shared
@@ -60,11 +64,24 @@ struct DeviceWeights {
 // soft-cap (0: none), as glass::attention_shape_of_layer gives them to the CPU.
 AttentionDims attention_dims(const ModelConfig& c, int layer);
 
+// One rank's share of a tensor-parallel model (glass/dist/shard.hpp): the weights are its shard,
+// whose embedding table holds vocabulary rows [vocab_begin, vocab_begin + rows) only, and three
+// sums are partial: the embedding rows, Wo's and W2's products. add_across_ranks turns each into
+// the whole sum in place, on every rank of the group (DeviceCollectives::all_reduce_sum,
+// collectives.hpp). Empty (the default): one process holds the whole model.
+struct RankShare {
+    int vocab_begin = 0;
+    std::function<void(float* d_values, std::int64_t n)> add_across_ranks;
+    bool split() const { return static_cast<bool>(add_across_ranks); }
+};
+
 // One forward pass's device work and the activations it runs through. Queues launches only:
-// nothing here waits for the GPU, so a caller can record it into a graph.
+// nothing here waits for the GPU, so a caller can record it into a graph (a RankShare's
+// all-reduce may wait: a split model's forward is not recorded).
 class DeviceForward {
 public:
-    DeviceForward(const ModelConfig& c, const DeviceWeights& weights) : c_(c), w_(weights) {}
+    DeviceForward(const ModelConfig& c, const DeviceWeights& weights, RankShare share = {})
+        : c_(c), w_(weights), share_(std::move(share)) {}
 
     // Grows the activations to n_rows rows and the attention scores to score_floats (never
     // shrinks); new buffers are NaN-filled, so an element a kernel forgets to write poisons the
@@ -77,6 +94,8 @@ public:
     // write att() [n, q_dim] (scores() is the scratch reserve() sized).
     using Attend = std::function<void(int layer)>;
     // Queues the embedding of d_ids [n_rows] (device) and every layer over the rows `rows` places.
+    // d_ids null: x() already holds the input rows (a later pipeline stage's, uploaded by the caller).
+    // `attend` is called with the model's layer number (DeviceWeights::first_layer + i).
     void enqueue_layers(MatmulKernel mm, const int* d_ids, const RowPlacement& rows, const Attend& attend);
     // Queues the final norm and the classifier of n rows [n, dim] at d_rows: d_logits [n, vocab].
     // d_rows may be x() (every row) or a row of it.
@@ -90,9 +109,10 @@ public:
     float* scores() const { return scores_.f32(); }
 
 private:
-    void add_to_stream(const float* y, const float* sandwich_gain, int n);  // x += y, normed first if given
+    void add_to_stream(float* y, const float* sandwich_gain, int n);  // x += y, normed first if given
     const ModelConfig& c_;
     const DeviceWeights& w_;
+    RankShare share_;
     int rows_ = 0;
     std::int64_t score_capacity_ = 0;
     int generation_ = 0;

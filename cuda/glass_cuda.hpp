@@ -76,6 +76,11 @@ namespace glass::cuda {
 // ids on the host (glass::Error); an id outside the table still never reads out of bounds: its row
 // becomes NaN.
 void embedding(const DeviceMatrix& table, const int* d_ids, int n_tokens, float* d_out);
+// embedding.cu — one rank's slice of a table split by vocabulary (tensor parallelism,
+// glass/dist/shard.hpp): `table` holds ids [first_id, first_id + table.rows); row t = table row
+// ids[t] − first_id for an id inside the slice, zeros for any other (another rank holds it; the
+// all-reduce that follows adds exactly one nonzero row per id).
+void embedding_slice(const DeviceMatrix& table, int first_id, const int* d_ids, int n_tokens, float* d_out);
 
 // rmsnorm.cu — y [n_tokens, dim] = gain ⊙ x / sqrt(mean(x²) + eps), row by row; y may be x.
 // Per-head norms (Qwen3, Gemma 3) are the same call over n · heads rows of head_dim.
@@ -215,6 +220,10 @@ DeviceKQuantMatrix kquant_view(const DeviceMatrix& w);  // a q4_k/q5_k/q6_k Devi
 void swiglu(float* d_gate, const float* d_up, std::int64_t n);
 void geglu(float* d_gate, const float* d_up, std::int64_t n);
 void residual_add(float* d_x, const float* d_y, std::int64_t n);
+// mlp.cu — out [n] = Σ over r of all [r, n], added in rank order ((all[0] + all[1]) + all[2]) + ...:
+// an all-reduce's last step after an all-gather, the order glass::dist::Communicator::all_reduce_sum
+// adds in, so every rank of a tensor-parallel group (collectives.hpp) holds the same bits.
+void sum_rank_slices(const float* d_all, int ranks, std::int64_t n, float* d_out);
 void mlp(MatmulKernel kernel, const float* d_x, int n_tokens, const DeviceMatrix& w1,
          const DeviceMatrix& w2, const DeviceMatrix& w3, float* d_gate, float* d_up, float* d_out,
          MlpActivation activation = MlpActivation::silu);

@@ -10,6 +10,7 @@
 /// residual_add(): x [n] += y [n], one thread per number: the residual stream keeps each layer's
 ///           input and adds what attention or the MLP computed.
 /// add_bias_rows(), scale_values(), soft_cap(): one thread per number, the CPU's arithmetic.
+/// sum_rank_slices(): one thread per number, the ranks' partial sums added in rank order.
 /// ```
 #include "common.cuh"
 
@@ -50,6 +51,14 @@ __global__ void residual_add_kernel(float* x, const float* y, std::int64_t n) {
     if (i < n) x[i] += y[i];
 }
 
+__global__ void sum_rank_slices_kernel(const float* all, int ranks, std::int64_t n, float* out) {
+    const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+    if (i >= n) return;
+    float sum = all[i];  // rank 0's value, then ranks 1, 2, ... added in order
+    for (int r = 1; r < ranks; ++r) sum += all[r * n + i];
+    out[i] = sum;
+}
+
 void swiglu(float* d_gate, const float* d_up, std::int64_t n) {
     swiglu_kernel<<<grid_for(n, 256), 256>>>(d_gate, d_up, n);
     CHECK_LAUNCH("swiglu_kernel");
@@ -76,6 +85,13 @@ void soft_cap(float* d_x, std::int64_t n, float cap) {
     if (!(cap > 0.0f)) fail("soft_cap: the cap must be > 0, got ", cap);
     soft_cap_kernel<<<grid_for(n, 256), 256>>>(d_x, n, cap);
     CHECK_LAUNCH("soft_cap_kernel");
+}
+
+void sum_rank_slices(const float* d_all, int ranks, std::int64_t n, float* d_out) {
+    if (ranks < 1 || n < 0) fail("sum_rank_slices: ", ranks, " ranks of ", n, " numbers");
+    if (n == 0) return;
+    sum_rank_slices_kernel<<<grid_for(n, 256), 256>>>(d_all, ranks, n, d_out);
+    CHECK_LAUNCH("sum_rank_slices_kernel");
 }
 
 void residual_add(float* d_x, const float* d_y, std::int64_t n) {

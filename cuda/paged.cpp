@@ -102,8 +102,8 @@ static const CudaPagedOptions& checked(const CudaPagedOptions& o) {
 }
 
 CudaPagedBackend::CudaPagedBackend(const Model& model, CudaPagedOptions options)
-    : config_(require_device(model.config)), options_(checked(options)), weights_(model, options.weights),
-      forward_(config_, weights_) {}
+    : config_(require_device(model.config)), options_(checked(options)),
+      weights_(model, options.weights, options.first_layer), forward_(config_, weights_, options.share) {}
 
 CudaPagedBackend::~CudaPagedBackend() = default;
 
@@ -138,9 +138,22 @@ void CudaPagedBackend::ensure_scratch(int n_rows, int n_logits, std::int64_t sco
 }
 
 std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEntry> batch) {
-    const ModelConfig& c = config_;
     if (num_blocks_ == 0) fail("CudaPagedBackend: forward() before allocate_pool()");
-    serve::check_batch(c, batch, num_blocks_, block_size_);  // ids, positions, tables: on the host
+    serve::check_batch(config_, batch, num_blocks_, block_size_);  // ids, positions, tables: on the host
+    run_step(batch, {}, true);
+    return logits_;
+}
+
+std::span<const float> CudaPagedBackend::forward_part(std::span<const serve::BatchEntry> batch,
+                                                      std::span<const float> input, bool last) {
+    if (num_blocks_ == 0) fail("CudaPagedBackend: forward_part() before allocate_pool()");
+    run_step(batch, input, last);
+    if (last) return logits_;
+    return stream_;
+}
+
+void CudaPagedBackend::run_step(std::span<const serve::BatchEntry> batch, std::span<const float> input, bool last) {
+    const ModelConfig& c = config_;
     const PagedStep step = plan_step(batch, block_size_);
     const int n = step.n_rows;
     // The flash attention keeps its scores on chip: no scratch for them.
@@ -160,10 +173,11 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
     // The layer loop is DeviceForward's (the one CudaSession runs); this backend's own part: K/V
     // into the pool rows of their slots, then the attention chosen by the options, through the
     // block tables.
-    const auto attend = [&](int l) {
+    const auto attend = [&](int l) {  // l: the model's layer number; the pool holds this shard's
         const AttentionDims dims = attention_dims(c, l);  // this layer's window and soft-cap
-        const std::size_t at = static_cast<std::size_t>(l) * layer_values;
-        const std::size_t scales_at = static_cast<std::size_t>(l) * layer_scales;
+        const std::size_t local = static_cast<std::size_t>(l - weights_.first_layer);
+        const std::size_t at = local * layer_values;
+        const std::size_t scales_at = local * layer_scales;
         KvRows pool_keys, pool_values;
         if (options_.kv == KvType::int8) {
             std::int8_t* keys = static_cast<std::int8_t*>(keys_.data()) + at;
@@ -190,7 +204,17 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
             break;
         }
     };
-    f.enqueue_layers(options_.matmul, step.ids(ints_.i32()), rows, attend);
+    if (!input.empty()) {  // a later pipeline stage: the stream from the stage before
+        if (input.size() != static_cast<std::size_t>(n) * static_cast<std::size_t>(c.dim))
+            fail("CudaPagedBackend: an input stream of ", input.size(), " numbers for ", n, " rows of ", c.dim);
+        upload(f.x(), input.data(), input.size_bytes());
+    }
+    f.enqueue_layers(options_.matmul, input.empty() ? step.ids(ints_.i32()) : nullptr, rows, attend);
+    if (!last) {  // the stream on to the next stage
+        stream_.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(c.dim));
+        download(stream_.data(), f.x(), stream_.size() * sizeof(float));  // waits for the GPU
+        return;
+    }
 
     // Logits only for the rows append_logit_rows names (the last row of each entry that wants them;
     // every row of a speculative check). Gathering rows of x by index is
@@ -198,13 +222,12 @@ std::span<const float> CudaPagedBackend::forward(std::span<const serve::BatchEnt
     logits_.resize(static_cast<std::size_t>(step.n_logits) * static_cast<std::size_t>(c.vocab_size));
     if (step.n_logits == 0) {  // chunks in the middle of prompts: only their K/V were wanted
         synchronize("a paged forward pass");  // so that a fault is reported by this step
-        return logits_;
+        return;
     }
     embedding(DeviceMatrix{f.x(), WeightType::f32, n, c.dim}, step.logit_rows(ints_.i32()), step.n_logits,
               last_.f32());  // [n_logits, dim]
     f.enqueue_logits(options_.matmul, last_.f32(), step.n_logits, logits_dev_.f32());  // [n_logits, vocab]
     download(logits_.data(), logits_dev_.data(), logits_.size() * sizeof(float));  // waits for the GPU
-    return logits_;
 }
 
 // ---- Disaggregated prefill/decode: the pool's rows to and from the host --------------------------

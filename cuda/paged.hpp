@@ -66,6 +66,11 @@ struct CudaPagedOptions {
     MatmulKernel matmul = MatmulKernel::tiled;
     PagedAttention attention = PagedAttention::per_row;
     KvType kv = KvType::fp32;      // the pool's storage: int8 = kv_write_rows_int8, attention reads int8
+    // One rank of a split model (parallel_paged.hpp): the model given is that rank's shard
+    // (glass::dist::shard_model), holding the whole model's layers first_layer ..; `share`
+    // completes its partial sums across its tensor-parallel group. Defaults: one process.
+    int first_layer = 0;
+    RankShare share = {};
 };
 
 // serve::PagedBackend on the GPU: weights uploaded once; allocate_pool() puts the K/V pool on the
@@ -90,8 +95,14 @@ public:
     // layout, or from the host into the pool. The same bytes as the CPU backends' for the same rows.
     std::vector<std::byte> export_kv(std::span<const int> table, int first, int end) const override;
     void import_kv(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override;
+    // One rank of a split model: the batch through this shard's layers. `input`: the stream
+    // [N, dim] from the pipeline stage before (empty: embed the tokens). Returns the stream [N, dim]
+    // or, when `last`, the logits [n_logits, shard's vocabulary slice]. The batch was checked at
+    // rank 0 against the whole model (its ids are outside this shard's vocabulary as often as not).
+    std::span<const float> forward_part(std::span<const serve::BatchEntry> batch, std::span<const float> input, bool last);
 
 private:
+    void run_step(std::span<const serve::BatchEntry> batch, std::span<const float> input, bool last);
     void ensure_scratch(int n_rows, int n_logits, std::int64_t score_floats);
     std::size_t shipment_bytes(std::span<const int> table, int first, int end) const;
     void move_shipment(std::span<const int> table, int first, int end, std::byte* out, const std::byte* in) const;
@@ -108,6 +119,7 @@ private:
     int logit_rows_ = 0;
     DeviceBuffer ints_, last_, logits_dev_;
     std::vector<float> logits_;  // [n_logits, vocab], returned by forward()
+    std::vector<float> stream_;  // [N, dim], returned by forward_part() before the last stage
 };
 
 }  // namespace glass::cuda

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../test_support.hpp"
+#include "glass/serve/paged_backend.hpp"
 #include "cuda_session.hpp"
 
 namespace gc = glass::cuda;
@@ -136,5 +137,37 @@ inline glass::Model rounded_copy(const glass::Model& m, gc::WeightType type) {
             round_in_place(mat->data(), std::size_t(mat->size()));
     return glass::model_from_llama2c_bytes(c, buffer->data(), buffer);
 }
+
+// Runs every batch on a CUDA backend (CudaPagedBackend, or a split one) AND a CPU reference (its
+// own pool, same block ids), and records how far apart their logits are, entry by entry. The
+// engine sees the CUDA logits.
+class ComparingBackend : public glass::serve::PagedBackend {
+public:
+    ComparingBackend(glass::serve::PagedBackend& gpu, glass::serve::PagedBackend& cpu) : gpu_(gpu), cpu_(cpu) {}
+    const glass::ModelConfig& config() const override { return gpu_.config(); }
+    void allocate_pool(int num_blocks, int block_size) override {
+        gpu_.allocate_pool(num_blocks, block_size);
+        cpu_.allocate_pool(num_blocks, block_size);
+    }
+    std::int64_t pool_bytes() const override { return gpu_.pool_bytes(); }
+    glass::KvType kv_type() const override { return gpu_.kv_type(); }
+    std::int64_t weight_bytes() const override { return gpu_.weight_bytes(); }
+    std::span<const float> forward(std::span<const glass::serve::BatchEntry> batch) override {
+        const std::span<const float> g = gpu_.forward(batch), c = cpu_.forward(batch);
+        REQUIRE(g.size() == c.size());
+        const std::size_t vocab = std::size_t(config().vocab_size);
+        for (std::size_t i = 0; i < g.size() / vocab; ++i)
+            worst = std::max(worst, relative_error(g.subspan(i * vocab, vocab), c.subspan(i * vocab, vocab)));
+        ++steps;
+        for (const glass::serve::BatchEntry& e : batch) rows += int(e.tokens.size());
+        return g;
+    }
+    double worst = 0;  // largest relative error of one entry's logits
+    int steps = 0, rows = 0;
+
+private:
+    glass::serve::PagedBackend& gpu_;
+    glass::serve::PagedBackend& cpu_;
+};
 
 }  // namespace cuda_model_test

@@ -24,41 +24,6 @@
 
 using namespace cuda_model_test;
 
-namespace {
-
-// Runs every batch on the CUDA backend AND the CPU reference (its own pool, same block ids), and
-// records how far apart their logits are, entry by entry. The engine sees the CUDA logits.
-class ComparingBackend : public glass::serve::PagedBackend {
-public:
-    ComparingBackend(gc::CudaPagedBackend& gpu, glass::serve::CpuPagedBackend& cpu) : gpu_(gpu), cpu_(cpu) {}
-    const glass::ModelConfig& config() const override { return gpu_.config(); }
-    void allocate_pool(int num_blocks, int block_size) override {
-        gpu_.allocate_pool(num_blocks, block_size);
-        cpu_.allocate_pool(num_blocks, block_size);
-    }
-    std::int64_t pool_bytes() const override { return gpu_.pool_bytes(); }
-    glass::KvType kv_type() const override { return gpu_.kv_type(); }
-    std::int64_t weight_bytes() const override { return gpu_.weight_bytes(); }
-    std::span<const float> forward(std::span<const glass::serve::BatchEntry> batch) override {
-        const std::span<const float> g = gpu_.forward(batch), c = cpu_.forward(batch);
-        REQUIRE(g.size() == c.size());
-        const std::size_t vocab = std::size_t(config().vocab_size);
-        for (std::size_t i = 0; i < g.size() / vocab; ++i)
-            worst = std::max(worst, relative_error(g.subspan(i * vocab, vocab), c.subspan(i * vocab, vocab)));
-        ++steps;
-        for (const glass::serve::BatchEntry& e : batch) rows += int(e.tokens.size());
-        return g;
-    }
-    double worst = 0;  // largest relative error of one entry's logits
-    int steps = 0, rows = 0;
-
-private:
-    gc::CudaPagedBackend& gpu_;
-    glass::serve::CpuPagedBackend& cpu_;
-};
-
-}  // namespace
-
 TEST_CASE("CudaPagedBackend: every step's logits within 1e-5 of CpuPagedBackend's on the same batches") {
     // Ragged batches from the engine itself: prompts chunked by a small budget, prefix-cache hits
     // (blocks shared between requests), decode rows beside prompt chunks, a pool small enough to

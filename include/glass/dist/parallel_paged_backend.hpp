@@ -34,6 +34,8 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -128,46 +130,127 @@ struct StageClock {
     double idle_share() const { return step_seconds > 0.0 ? 1.0 - busy_seconds / step_seconds : 0.0; }
 };
 
-/// \brief One forward pass of this rank's part over a batch (every rank, the same batch), its
-/// requests in `micro_batches` groups: at rank 0 the logits rows append_logit_rows names
-/// `[n_rows, vocab]`, empty elsewhere. split_forward (parallel_session.hpp) for one sequence.
-inline std::vector<float> split_paged_forward(const Model& shard, const RankPlace& at, const ModelConfig& whole,
-                                              serve::PagedKVPool& pool, std::span<const serve::BatchEntry> batch,
-                                              int micro_batches, Communicator& world, Communicator& group,
-                                              StageClock* clock = nullptr) {
-    using Clock = std::chrono::steady_clock;
-    const auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
-    const Clock::time_point pass_start = Clock::now();
-    const ModelConfig& c = shard.config;
-    const PipelineStage& stage = at.stage;
-    std::vector<float> logits;  // [rows so far, vocab]: at the last stage's tensor rank 0
-    for (const MicroBatch& mb : cut_micro_batches(batch, micro_batches)) {
-        const std::span<const serve::BatchEntry> part = batch.subspan(static_cast<size_t>(mb.begin), static_cast<size_t>(mb.end - mb.begin));
+/// \brief What one rank of the grid computes with, and where its share of the KV pool lives: the
+/// CPU reference (ReferenceRankPart, below) or a GPU (cuda/parallel_paged.hpp). The part does
+/// its stage's layers on its heads and MLP units, the tensor-parallel all-reduces included (over
+/// its stage's group, given when it is made); moving the stream between stages and gathering
+/// the logits is split_paged_forward's, the same for every kind of part.
+class RankPart {
+public:
+    virtual ~RankPart() = default;
+    virtual KvType kv_type() const = 0;
+    /// Bytes make_pool(num_blocks, block_size) would hold (checked against --rank-memory first).
+    virtual std::int64_t pool_bytes_for(int num_blocks, int block_size) const = 0;
+    /// This rank's pool: num_blocks × block_size positions of its layers and KV heads.
+    virtual void make_pool(int num_blocks, int block_size) = 0;
+    virtual std::int64_t pool_bytes() const = 0;
+    /// \brief One micro-batch through this rank's layers. `input`: the stream `[N, dim]` from the
+    /// stage before; empty at stage 0, which embeds the tokens. Returns the stream `[N, dim]` for
+    /// the next stage or, when `last`, this rank's vocabulary slice of the logits of the rows
+    /// append_logit_rows names, `[r, my vocab]`.
+    virtual std::vector<float> run(std::span<const serve::BatchEntry> part, std::span<const float> input, bool last) = 0;
+    /// This rank's rows of positions first .. end-1 in its shard's shipment layout (pack_kv_rows), and back.
+    virtual std::vector<std::byte> pack_rows(std::span<const int> table, int first, int end) const = 0;
+    virtual void unpack_rows(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) = 0;
+    virtual std::int64_t weight_bytes() const = 0;       ///< what one position reads of its weights
+    virtual std::int64_t held_weight_bytes() const = 0;  ///< with its embedding rows (held_weight_bytes)
+};
+
+/// The CPU reference's part: the rank's copy of its weights (shard_model), its PagedKVPool, and
+/// transformer_block row by row (so no logit depends on the batch or its micro-batches).
+class ReferenceRankPart : public RankPart {
+public:
+    ReferenceRankPart(const Model& whole, const RankPlace& at, Communicator& group, KvType kv)
+        : at_(at), group_(group), kv_(kv), shard_(shard_model(whole, at.split, at.stage.first_layer, at.stage.layers)) {}
+
+    KvType kv_type() const override { return kv_; }
+    std::int64_t pool_bytes_for(int num_blocks, int block_size) const override {
+        return serve::PagedKVPool::bytes_for(shard_.config, num_blocks, block_size, kv_);
+    }
+    void make_pool(int num_blocks, int block_size) override {
+        pool_ = serve::PagedKVPool(shard_.config, num_blocks, block_size, kv_);
+    }
+    std::int64_t pool_bytes() const override { return pool_.bytes(); }
+    std::vector<float> run(std::span<const serve::BatchEntry> part, std::span<const float> input, bool last) override {
+        const ModelConfig& c = shard_.config;
         std::vector<int> ids;  // the part's new tokens, stacked
         std::vector<SequenceRows> seqs;
         for (const serve::BatchEntry& e : part) {
             seqs.push_back({.first = static_cast<int>(ids.size()), .count = static_cast<int>(e.tokens.size()), .start = e.start});
             ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
         }
-        // 1. In: the first stage embeds; a later one waits for the stream from its peer before it.
-        const Clock::time_point input_start = Clock::now();
-        RowMatrix x = stage_input(shard, at, ids, world, group);  // [N, dim] (parallel_session.hpp)
-        // stage 0's input is work (the embedding); a later stage's is waiting for the one before
-        const Clock::time_point busy_start = stage.rank == 0 ? input_start : Clock::now();
-        // 2. This stage's layers over the part's requests, row by row (batch-invariant bits).
-        serve::PagedKv kv{.pool = pool, .batch = part, .first_layer = stage.first_layer};
-        stage_layers(shard, at, x, seqs, kv, RowOrder::row_by_row, group);
-        // 3. Out: the stream to the next stage, or the wanted rows' logits (vocabulary slices gathered).
-        if (!stage.is_last()) {
-            if (clock) clock->busy_seconds += seconds_since(busy_start);
-            pass_stream_on(at, x, world);
-            continue;
-        }
+        const Eigen::Index n = static_cast<Eigen::Index>(ids.size());
+        RowMatrix x = input.empty() ? embed_split(shard_, at_.split, ids, c.embedding_scale, group_)  // [N, dim]
+                                    : RowMatrix(Eigen::Map<const RowMatrix>(input.data(), n, c.dim));
+        serve::PagedKv kv{.pool = pool_, .batch = part, .first_layer = at_.stage.first_layer};
+        stage_layers(shard_, at_, x, seqs, kv, RowOrder::row_by_row, group_);
+        if (!last) return std::vector<float>(x.data(), x.data() + x.size());
         std::vector<int> wanted;
         for (size_t e = 0; e < part.size(); ++e) serve::append_logit_rows(part[e], seqs[e].first, wanted);
         RowMatrix rows(static_cast<Eigen::Index>(wanted.size()), c.dim);  // [r, dim]
         for (size_t i = 0; i < wanted.size(); ++i) rows.row(static_cast<Eigen::Index>(i)) = x.row(wanted[i]);
-        const std::vector<float> mine = classify_split(shard, at.split, whole.vocab_size, rows, group, RowOrder::row_by_row);
+        return classify(shard_, rows, RowOrder::row_by_row);  // [r, my vocab]
+    }
+    std::vector<std::byte> pack_rows(std::span<const int> table, int first, int end) const override {
+        return serve::pack_kv_rows(pool_, table, first, end);
+    }
+    void unpack_rows(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override {
+        serve::unpack_kv_rows(pool_, table, first, end, bytes);
+    }
+    std::int64_t weight_bytes() const override { return shard_.weight_bytes; }
+    std::int64_t held_weight_bytes() const override { return dist::held_weight_bytes(shard_); }
+    const Model& shard() const { return shard_; }
+
+private:
+    RankPlace at_;
+    Communicator& group_;
+    KvType kv_;
+    Model shard_;
+    serve::PagedKVPool pool_;
+};
+
+/// The rows of `batch` whose logits are wanted (append_logit_rows), counted.
+inline size_t count_logit_rows(std::span<const serve::BatchEntry> batch) {
+    std::vector<int> wanted;
+    int first = 0;
+    for (const serve::BatchEntry& e : batch) {
+        serve::append_logit_rows(e, first, wanted);
+        first += static_cast<int>(e.tokens.size());
+    }
+    return wanted.size();
+}
+
+/// \brief One forward pass of this rank's part over a batch (every rank, the same batch), its
+/// requests in `micro_batches` groups: at rank 0 the logits rows append_logit_rows names
+/// `[n_rows, vocab]`, empty elsewhere. split_forward (parallel_session.hpp) for one sequence.
+inline std::vector<float> split_paged_forward(RankPart& rank_part, const RankPlace& at, const ModelConfig& whole,
+                                              std::span<const serve::BatchEntry> batch, int micro_batches,
+                                              Communicator& world, Communicator& group, StageClock* clock = nullptr) {
+    using Clock = std::chrono::steady_clock;
+    const auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+    const Clock::time_point pass_start = Clock::now();
+    const PipelineStage& stage = at.stage;
+    std::vector<float> logits;  // [rows so far, vocab]: at the last stage's tensor rank 0
+    for (const MicroBatch& mb : cut_micro_batches(batch, micro_batches)) {
+        const std::span<const serve::BatchEntry> part = batch.subspan(static_cast<size_t>(mb.begin), static_cast<size_t>(mb.end - mb.begin));
+        // 1. In: the first stage embeds (inside run); a later one waits for the stream from its peer before it.
+        std::vector<float> input;
+        if (stage.rank > 0) {
+            size_t n = 0;
+            for (const serve::BatchEntry& e : part) n += e.tokens.size();
+            input.resize(n * static_cast<size_t>(whole.dim));  // [N, dim]
+            world.recv(at.shape.rank_of(stage.rank - 1, at.split.rank), std::span<float>(input));
+        }
+        const Clock::time_point busy_start = Clock::now();  // a later stage's input was waiting, not work
+        // 2. This stage's layers over the part's requests (row by row: batch-invariant bits).
+        const std::vector<float> out = rank_part.run(part, input, stage.is_last());
+        // 3. Out: the stream to the next stage, or the wanted rows' logits (vocabulary slices gathered).
+        if (!stage.is_last()) {
+            if (clock) clock->busy_seconds += seconds_since(busy_start);
+            world.send(at.shape.rank_of(stage.rank + 1, at.split.rank), std::span<const float>(out));
+            continue;
+        }
+        const std::vector<float> mine = gather_vocab_slices(out, count_logit_rows(part), at.split, whole.vocab_size, group);
         logits.insert(logits.end(), mine.begin(), mine.end());
         if (clock) clock->busy_seconds += seconds_since(busy_start);
     }
@@ -176,13 +259,7 @@ inline std::vector<float> split_paged_forward(const Model& shard, const RankPlac
     const int last_stage_head = at.shape.rank_of(stage.ranks - 1, 0);
     if (world.rank() == last_stage_head && last_stage_head != 0) world.send(0, std::span<const float>(logits));
     if (world.rank() == 0 && last_stage_head != 0) {
-        std::vector<int> wanted_all;  // only their count matters here
-        int first = 0;
-        for (const serve::BatchEntry& e : batch) {
-            serve::append_logit_rows(e, first, wanted_all);
-            first += static_cast<int>(e.tokens.size());
-        }
-        logits.resize(wanted_all.size() * static_cast<size_t>(whole.vocab_size));
+        logits.resize(count_logit_rows(batch) * static_cast<size_t>(whole.vocab_size));
         world.recv(last_stage_head, std::span<float>(logits));
     }
     if (clock) {
@@ -194,24 +271,30 @@ inline std::vector<float> split_paged_forward(const Model& shard, const RankPlac
 
 /// Options of a ParallelPagedBackend.
 struct ParallelPagedOptions {
-    KvType kv = KvType::fp32;
+    KvType kv = KvType::fp32;     ///< the reference part's pool (a part made by a MakeRankPart picks its own)
     int micro_batches = 1;        ///< requests per step cut into this many groups (pipeline stages)
     std::int64_t rank_memory = 0;  ///< bytes one rank may hold (weights + KV pool); 0: no cap
 };
 
-/// \brief The engine's backend over a grid of tp × pp ranks (the CPU reference, split). Rank 0
+/// Makes rank `at`'s part of `whole`, its tensor-parallel all-reduces over `group` (its stage).
+using MakeRankPart = std::function<std::unique_ptr<RankPart>(const Model& whole, const RankPlace& at, Communicator& group)>;
+
+/// \brief The engine's backend over a grid of tp × pp ranks, each running a RankPart: the CPU
+/// reference's by default, a GPU's with cuda::cuda_rank_parts (cuda/parallel_paged.hpp). Rank 0
 /// hands it to serve::Engine; every other rank calls follow() until rank 0 finishes. A pass that
 /// fails (a rank threw, died or went silent past its transport's patience) leaves the group gone:
 /// unavailable() says why, and every later pass is refused with that reason (a server answers 503).
 class ParallelPagedBackend : public serve::PagedBackend {
 public:
-    ParallelPagedBackend(const Model& whole, Communicator& world, ParallelShape shape, ParallelPagedOptions o = {})
+    /// `make`: this rank's part (empty: the CPU reference's, with `o.kv`).
+    ParallelPagedBackend(const Model& whole, Communicator& world, ParallelShape shape, ParallelPagedOptions o = {},
+                         const MakeRankPart& make = {})
         : world_(world),
           options_(o),
           whole_(whole.config),
           at_(rank_place(whole.config, shape, world.rank(), world.size())),
           group_(world, stage_members(shape, at_.stage.rank)),
-          shard_(shard_model(whole, at_.split, at_.stage.first_layer, at_.stage.layers)) {
+          part_(make ? make(whole, at_, group_) : std::make_unique<ReferenceRankPart>(whole, at_, group_, o.kv)) {
         if (o.micro_batches < 1) fail("micro-batches must be at least 1, not ", o.micro_batches);
         check_rank_memory(0);
     }
@@ -228,14 +311,14 @@ public:
         announce({Kind::allocate, 0, num_blocks, block_size}, {});
         make_pool(num_blocks, block_size);
     }
-    std::int64_t pool_bytes() const override { return pool_.bytes(); }  // this rank's
-    KvType kv_type() const override { return options_.kv; }
+    std::int64_t pool_bytes() const override { return part_->pool_bytes(); }  // this rank's
+    KvType kv_type() const override { return part_->kv_type(); }
     std::span<const float> forward(std::span<const serve::BatchEntry> batch) override {
-        serve::check_batch(whole_, batch, pool_.num_blocks(), pool_.block_size());  // refused here, before any rank hears of it
+        serve::check_batch(whole_, batch, num_blocks_, block_size_);  // refused here, before any rank hears of it
         return as_group([&] {
             const std::vector<int> ints = pack_batch(batch);
             announce({Kind::forward, static_cast<std::int32_t>(ints.size()), 0, 0}, ints);
-            logits_ = split_paged_forward(shard_, at_, whole_, pool_, batch, options_.micro_batches, world_, group_, &clock_);
+            logits_ = split_paged_forward(*part_, at_, whole_, batch, options_.micro_batches, world_, group_, &clock_);
             return std::span<const float>(logits_);
         });
     }
@@ -274,9 +357,9 @@ public:
             return 0;
         });
     }
-    std::int64_t weight_bytes() const override { return shard_.weight_bytes; }  // this rank's
+    std::int64_t weight_bytes() const override { return part_->weight_bytes(); }  // this rank's
     /// What this rank holds: its weights (its embedding rows included) and its KV pool.
-    std::int64_t held_bytes() const { return held_weight_bytes(shard_) + pool_.bytes(); }
+    std::int64_t held_bytes() const { return part_->held_weight_bytes() + part_->pool_bytes(); }
 
     /// Ranks > 0: repeat rank 0's steps until it finishes. Returns the forward passes run.
     std::int64_t follow() {
@@ -290,7 +373,7 @@ public:
             case Kind::allocate: make_pool(h.a, h.b); break;
             case Kind::forward: {
                 const std::vector<serve::BatchEntry> batch = unpack_batch(ints);
-                split_paged_forward(shard_, at_, whole_, pool_, batch, options_.micro_batches, world_, group_, &clock_);
+                split_paged_forward(*part_, at_, whole_, batch, options_.micro_batches, world_, group_, &clock_);
                 break;
             }
             case Kind::export_kv: gather_shares(ints, h.a, h.b); break;
@@ -306,7 +389,7 @@ public:
     }
 
     const RankPlace& place() const { return at_; }
-    const Model& shard() const { return shard_; }
+    const RankPart& part() const { return *part_; }
     const StageClock& clock() const { return clock_; }
     void reset_clock() { clock_ = {}; }
     Communicator& stage_group() { return group_; }
@@ -334,32 +417,32 @@ private:
     }
     // Rank 0: refuses a bad range or table before any rank hears of it; the whole shipment's bytes.
     std::int64_t check_shipment(std::span<const int> table, int first, int end) const {
-        if (pool_.num_blocks() == 0) fail("KV shipment: no KV pool yet (allocate_pool first)");
-        serve::check_kv_table(pool_.num_blocks(), pool_.block_size(), table, first, end, "KV shipment");
-        return serve::kv_shipment_bytes(serve::kv_shipment_header(whole_, options_.kv, end - first));
+        if (num_blocks_ == 0) fail("KV shipment: no KV pool yet (allocate_pool first)");
+        serve::check_kv_table(num_blocks_, block_size_, table, first, end, "KV shipment");
+        return serve::kv_shipment_bytes(serve::kv_shipment_header(whole_, kv_type(), end - first));
     }
     // Every rank: its share of positions first .. end-1 to rank 0, which puts the whole together.
     std::vector<std::byte> gather_shares(std::span<const int> table, int first, int end) const {
-        std::vector<std::byte> mine = serve::pack_kv_rows(pool_, table, first, end);
+        std::vector<std::byte> mine = part_->pack_rows(table, first, end);
         if (world_.rank() != 0) {
             world_.send(0, std::span<const std::byte>(mine));
             return {};
         }
         std::vector<std::byte> whole(
-            static_cast<size_t>(serve::kv_shipment_bytes(serve::kv_shipment_header(whole_, options_.kv, end - first))));
-        put_share(whole_, options_.kv, at_.stage, at_.split, end - first, mine.data(), whole.data());
+            static_cast<size_t>(serve::kv_shipment_bytes(serve::kv_shipment_header(whole_, kv_type(), end - first))));
+        put_share(whole_, kv_type(), at_.stage, at_.split, end - first, mine.data(), whole.data());
         for (int r = 1; r < world_.size(); ++r) {
             const RankPlace there = rank_place(whole_, at_.shape, r, world_.size());
-            std::vector<std::byte> share(static_cast<size_t>(share_bytes(whole_, options_.kv, there.stage, there.split, end - first)));
+            std::vector<std::byte> share(static_cast<size_t>(share_bytes(whole_, kv_type(), there.stage, there.split, end - first)));
             world_.recv(r, std::span<std::byte>(share));
-            put_share(whole_, options_.kv, there.stage, there.split, end - first, share.data(), whole.data());
+            put_share(whole_, kv_type(), there.stage, there.split, end - first, share.data(), whole.data());
         }
         return whole;
     }
     // Rank 0 cuts `whole` into every rank's share and sends it; each rank stores its own.
     void scatter_shares(std::span<const int> table, int first, int end, std::span<const std::byte> whole) {
         const auto share_of = [&](const RankPlace& at) {
-            return std::vector<std::byte>(static_cast<size_t>(share_bytes(whole_, options_.kv, at.stage, at.split, end - first)));
+            return std::vector<std::byte>(static_cast<size_t>(share_bytes(whole_, kv_type(), at.stage, at.split, end - first)));
         };
         std::vector<std::byte> mine = share_of(at_);
         if (world_.rank() != 0) {
@@ -368,12 +451,12 @@ private:
             for (int r = 1; r < world_.size(); ++r) {
                 const RankPlace there = rank_place(whole_, at_.shape, r, world_.size());
                 std::vector<std::byte> share = share_of(there);
-                take_share(whole_, options_.kv, there.stage, there.split, end - first, whole.data(), share.data());
+                take_share(whole_, kv_type(), there.stage, there.split, end - first, whole.data(), share.data());
                 world_.send(r, std::span<const std::byte>(share));
             }
-            take_share(whole_, options_.kv, at_.stage, at_.split, end - first, whole.data(), mine.data());
+            take_share(whole_, kv_type(), at_.stage, at_.split, end - first, whole.data(), mine.data());
         }
-        serve::unpack_kv_rows(pool_, table, first, end, mine);
+        part_->unpack_rows(table, first, end, mine);
     }
 
     void announce(Header h, std::span<const int> ints) const {
@@ -382,11 +465,13 @@ private:
         announce_step(world_, h, ints);  // driven_session.hpp
     }
     void make_pool(int num_blocks, int block_size) {
-        check_rank_memory(serve::PagedKVPool::bytes_for(shard_.config, num_blocks, block_size, options_.kv));
-        pool_ = serve::PagedKVPool(shard_.config, num_blocks, block_size, options_.kv);
+        check_rank_memory(part_->pool_bytes_for(num_blocks, block_size));
+        part_->make_pool(num_blocks, block_size);
+        num_blocks_ = num_blocks;
+        block_size_ = block_size;
     }
     void check_rank_memory(std::int64_t pool_bytes) const {
-        dist::check_rank_memory(shard_, pool_bytes, "KV pool", options_.rank_memory);
+        dist::check_rank_memory(part_->held_weight_bytes(), pool_bytes, "KV pool", options_.rank_memory);
     }
 
     Communicator& world_;
@@ -394,8 +479,8 @@ private:
     ModelConfig whole_;
     RankPlace at_;
     SubCommunicator group_;
-    Model shard_;
-    serve::PagedKVPool pool_;
+    std::unique_ptr<RankPart> part_;
+    int num_blocks_ = 0, block_size_ = 0;  // the pool every rank allocated
     std::vector<float> logits_;
     StageClock clock_;
     bool finished_ = false;

@@ -142,10 +142,13 @@ inline std::int64_t held_weight_bytes(const Model& shard) {
 /// \brief --rank-memory: a rank's weights plus `kv_bytes` of its KV memory (`kv_what`: "KV
 /// pool", "KV cache") must fit `cap` bytes (0: no cap); else an Error naming the three numbers.
 /// "Does not fit one rank, fits two" on one machine: the same cap refuses tp 1 and admits tp 2.
+inline void check_rank_memory(std::int64_t weight_bytes, std::int64_t kv_bytes, const char* kv_what, std::int64_t cap) {
+    if (cap > 0 && weight_bytes + kv_bytes > cap)
+        fail("this rank would hold ", weight_bytes, " bytes of weights + ", kv_bytes, " bytes of ", kv_what,
+             ", more than its memory of ", cap, " bytes (--rank-memory); split over more ranks");
+}
 inline void check_rank_memory(const Model& shard, std::int64_t kv_bytes, const char* kv_what, std::int64_t cap) {
-    if (cap > 0 && held_weight_bytes(shard) + kv_bytes > cap)
-        fail("this rank would hold ", held_weight_bytes(shard), " bytes of weights + ", kv_bytes, " bytes of ",
-             kv_what, ", more than its memory of ", cap, " bytes (--rank-memory); split over more ranks");
+    check_rank_memory(held_weight_bytes(shard), kv_bytes, kv_what, cap);
 }
 
 /// Options of a ParallelSession.

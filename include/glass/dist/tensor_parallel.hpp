@@ -64,20 +64,18 @@ inline RowMatrix embed_split(const Model& shard, const TensorSplit& s, std::span
     return x;
 }
 
-/// \brief Every rank's vocabulary slice of the logits of `rows` `[r, dim]`, gathered at rank 0
-/// into `[r, vocab]` (row-major; empty on the other ranks). `order`: as classify's (the serving
-/// engine's batches go row by row, so a request's logits never depend on its batch).
-inline std::vector<float> classify_split(const Model& shard, const TensorSplit& s, int vocab, const RowMatrix& rows,
-                                         Communicator& comm, RowOrder order = RowOrder::whole_batch) {
-    const size_t r = static_cast<size_t>(rows.rows());
+/// \brief Every rank's slice `mine` `[r, s.vocab]` of `r` rows of logits, gathered at rank 0 into
+/// `[r, vocab]` (row-major; empty on the other ranks). Whoever computed the slices (the CPU
+/// below, a GPU: cuda/parallel_paged.cpp), the whole rows are put together here.
+inline std::vector<float> gather_vocab_slices(std::span<const float> mine, size_t r, const TensorSplit& s, int vocab,
+                                              Communicator& comm) {
     const size_t stride = static_cast<size_t>(s.vocab_stride);
-    std::vector<float> mine(r * stride, 0.0f);  // [r, stride]: my slice, padded to the common width
-    const std::vector<float> slice = classify(shard, rows, order);  // [r, my vocab]
+    std::vector<float> padded(r * stride, 0.0f);  // [r, stride]: my slice, padded to the common width
     for (size_t i = 0; i < r; ++i)
-        std::copy_n(slice.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(s.vocab)), s.vocab,
-                    mine.begin() + static_cast<std::ptrdiff_t>(i * stride));
+        std::copy_n(mine.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(s.vocab)), s.vocab,
+                    padded.begin() + static_cast<std::ptrdiff_t>(i * stride));
     std::vector<float> all(comm.rank() == 0 ? r * stride * static_cast<size_t>(s.ranks) : 0);
-    comm.gather(std::span<const float>(mine), std::span<float>(all), 0);
+    comm.gather(std::span<const float>(padded), std::span<float>(all), 0);
     if (comm.rank() != 0) return {};
     std::vector<float> logits(r * static_cast<size_t>(vocab));  // [r, vocab]
     for (int q = 0; q < s.ranks; ++q) {  // rank q's slice: vocabulary rows [begin, end)
@@ -87,6 +85,15 @@ inline std::vector<float> classify_split(const Model& shard, const TensorSplit& 
                         logits.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(vocab) + static_cast<size_t>(begin)));
     }
     return logits;
+}
+
+/// \brief Every rank's vocabulary slice of the logits of `rows` `[r, dim]`, gathered at rank 0
+/// into `[r, vocab]` (row-major; empty on the other ranks). `order`: as classify's (the serving
+/// engine's batches go row by row, so a request's logits never depend on its batch).
+inline std::vector<float> classify_split(const Model& shard, const TensorSplit& s, int vocab, const RowMatrix& rows,
+                                         Communicator& comm, RowOrder order = RowOrder::whole_batch) {
+    const std::vector<float> slice = classify(shard, rows, order);  // [r, my vocab]
+    return gather_vocab_slices(slice, static_cast<size_t>(rows.rows()), s, vocab, comm);
 }
 
 }  // namespace glass::dist
