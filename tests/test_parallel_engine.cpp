@@ -11,6 +11,7 @@
 #include <memory>
 #include <thread>
 
+#include "glass/dist/fast_rank_part.hpp"
 #include "glass/dist/parallel_paged_backend.hpp"
 #include "glass/fast/random_model.hpp"
 #include "glass/glass.hpp"
@@ -30,10 +31,11 @@ using glass::serve::EngineOptions;
 namespace {
 
 // body(backend) at rank 0 of a tp × pp grid of threads; the other ranks follow until it returns.
+// `make`: every rank's part (default: the reference's).
 void on_grid(const glass::Model& m, ParallelShape shape, ParallelPagedOptions o,
-             const std::function<void(ParallelPagedBackend&)>& body) {
+             const std::function<void(ParallelPagedBackend&)>& body, const glass::dist::MakeRankPart& make = {}) {
     glass::dist::run_ranks(shape.tp * shape.pp, [&](Communicator& comm) {
-        ParallelPagedBackend backend(m, comm, shape, o);
+        ParallelPagedBackend backend(m, comm, shape, o, make);
         if (comm.rank() != 0) {
             backend.follow();
             return;
@@ -52,6 +54,17 @@ std::vector<glass::serve::RequestResult> run_goldens(glass::serve::PagedBackend&
     Engine engine(backend, test::shipped_tok(), eo);
     for (const nlohmann::json& g : goldens) engine.add_request(g["prompt"].get<std::string>(), test::golden_options(g));
     return engine.run_to_completion();
+}
+
+// The same tokens and the same log-probabilities, bit for bit, request by request.
+void check_bit_for_bit(const std::vector<glass::serve::RequestResult>& got, const std::vector<glass::serve::RequestResult>& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        CHECK(got[i].generated_ids == want[i].generated_ids);
+        REQUIRE(got[i].logprobs.size() == want[i].logprobs.size());
+        for (size_t k = 0; k < got[i].logprobs.size(); ++k)
+            CHECK(got[i].logprobs[k].chosen.logprob == want[i].logprobs[k].chosen.logprob);
+    }
 }
 
 std::vector<nlohmann::json> all_goldens() {
@@ -120,13 +133,7 @@ TEST_CASE("pp 2 and 3, 1 and 3 micro-batches: the engine's results equal one pro
                 std::vector<glass::serve::RequestResult> got;
                 on_grid(m, {.tp = 1, .pp = pp}, {.micro_batches = micro},
                         [&](ParallelPagedBackend& b) { got = test::run_workload(b, test::shipped_tok(), w); });
-                REQUIRE(got.size() == want.size());
-                for (size_t i = 0; i < got.size(); ++i) {
-                    CHECK(got[i].generated_ids == want[i].generated_ids);
-                    REQUIRE(got[i].logprobs.size() == want[i].logprobs.size());
-                    for (size_t k = 0; k < got[i].logprobs.size(); ++k)
-                        CHECK(got[i].logprobs[k].chosen.logprob == want[i].logprobs[k].chosen.logprob);
-                }
+                check_bit_for_bit(got, want);
             }
     }
 }
@@ -343,6 +350,91 @@ TEST_CASE("a split backend refuses a shipment that does not fit, at rank 0, befo
         b.import_kv(table, 0, 10, bytes);
         CHECK(b.export_kv(table, 0, 10) == bytes);
     });
+}
+
+// ---- The fast path split over ranks (dist/fast_rank_part.hpp) -------------------------------------
+
+TEST_CASE("fast path split: pp 2 equals one FastPagedBackend bit for bit; tp 2 and tp 2 x pp 2 serve each request as alone") {
+    const glass::Model& m = test::shipped();
+    const glass::fast::FastOptions fo{.threads = 1};
+    const glass::dist::MakeRankPart fast = glass::dist::fast_rank_parts(fo);
+    glass::fast::FastPagedBackend one(m, fo);
+    const test::Workload w = test::random_workload(5, m.config, /*block_size=*/5, /*budget=*/64, /*num_blocks=*/40,
+                                                   /*prefix_caching=*/true, /*chunked=*/true);
+    const std::vector<glass::serve::RequestResult> want = test::run_workload(one, test::shipped_tok(), w);
+    for (const int micro : {1, 2}) {
+        INFO("pp 2, micro-batches " << micro);
+        std::vector<glass::serve::RequestResult> got;
+        on_grid(m, {.tp = 1, .pp = 2}, {.micro_batches = micro},
+                [&](ParallelPagedBackend& b) { got = test::run_workload(b, test::shipped_tok(), w); }, fast);
+        check_bit_for_bit(got, want);
+    }
+    for (const ParallelShape shape : {ParallelShape{.tp = 2, .pp = 1}, ParallelShape{.tp = 2, .pp = 2}}) {
+        INFO("tp " << shape.tp << ", pp " << shape.pp);
+        on_grid(m, shape, {.micro_batches = shape.pp}, [&](ParallelPagedBackend& b) {
+            const test::WorkloadStats stats = test::check_workload_against_alone(b, b, test::shipped_tok(), w);
+            CHECK(stats.max_batch_requests >= 2);
+            CHECK(stats.chunked_prompts > 0);
+        }, fast);
+    }
+}
+
+TEST_CASE("fast path split: llama2.c's goldens from one batched engine on tp 2, pp 2, tp 2 x pp 2") {
+    const glass::Model& m = test::shipped();
+    const std::vector<nlohmann::json> goldens = all_goldens();
+    for (const ParallelShape shape : {ParallelShape{.tp = 2, .pp = 1}, ParallelShape{.tp = 1, .pp = 2}, ParallelShape{.tp = 2, .pp = 2}}) {
+        INFO("tp " << shape.tp << ", pp " << shape.pp);
+        std::vector<glass::serve::RequestResult> results;
+        on_grid(m, shape, {.micro_batches = shape.pp}, [&](ParallelPagedBackend& b) { results = run_goldens(b, goldens); },
+                glass::dist::fast_rank_parts({.threads = 1}));
+        REQUIRE(results.size() == goldens.size());
+        for (size_t i = 0; i < goldens.size(); ++i) {
+            INFO("golden " << goldens[i]["prompt"] << " T " << goldens[i]["temperature"]);
+            CHECK(results[i].generated_ids == test::ids_of(goldens[i]["generated_ids"]));
+        }
+    }
+}
+
+TEST_CASE("fast path split: a batch's logits within 1e-5 of the reference split on the same grid, K/V shipped in one process's layout") {
+    // The two split the same way (the same partial sums, all-reduced in rank order), so what is
+    // left is the fast path's own gap to the reference: 1e-5, as FastPagedBackend against
+    // CpuPagedBackend (test_fast_families). A family with biases, q/k norms and a sandwich norm
+    // (Gemma 3: two RoPE bases, local windows) checks that each stage's layers go by the whole
+    // model's numbering.
+    for (const std::string family : {"llama2", "gemma3"}) {
+        CAPTURE(family);
+        const glass::ModelConfig c = glass::fast::small_family_config(family);
+        const glass::Model m = glass::fast::random_family_model(c, 9);
+        const std::vector<int> a = {1, 5, 17, 33, 60, 2, 71, 90, 11, 42}, b = {7, 3, 95};
+        const std::vector<int> table_a = {5, 2, 7}, table_b = {3, 6}, table_c = {4, 0, 1};  // blocks of 4
+        const auto batch_logits = [&](glass::serve::PagedBackend& backend) {
+            backend.allocate_pool(8, 4);
+            const BatchEntry batch[] = {{.tokens = a, .start = 0, .block_table = table_a}, {.tokens = b, .start = 0, .block_table = table_b}};
+            const std::span<const float> l = backend.forward(batch);
+            return std::vector<float>(l.begin(), l.end());
+        };
+        for (const ParallelShape shape : {ParallelShape{.tp = 2, .pp = 1}, ParallelShape{.tp = 1, .pp = 2}, ParallelShape{.tp = 2, .pp = 2}}) {
+            CAPTURE(shape.tp);
+            CAPTURE(shape.pp);
+            std::vector<float> reference, fast;
+            std::vector<std::byte> rows;
+            on_grid(m, shape, {}, [&](ParallelPagedBackend& g) { reference = batch_logits(g); });
+            on_grid(m, shape, {}, [&](ParallelPagedBackend& g) {
+                fast = batch_logits(g);
+                rows = g.export_kv(table_a, 0, 10);
+                g.import_kv(table_c, 0, 10, rows);  // into other blocks: the same bytes come out
+                CHECK(g.export_kv(table_c, 0, 10) == rows);
+            }, glass::dist::fast_rank_parts({.threads = 1}));
+            REQUIRE(fast.size() == 2 * static_cast<size_t>(c.vocab_size));
+            CHECK(test::relative_error(fast, reference) <= 1e-5);
+            glass::fast::FastPagedBackend one(m, {.threads = 1});
+            const std::vector<float> whole = batch_logits(one);
+            if (shape.tp == 1) CHECK(fast == whole);  // stages: one process's operations
+            const std::vector<std::byte> one_rows = one.export_kv(table_a, 0, 10);
+            REQUIRE(rows.size() == one_rows.size());
+            if (shape.tp == 1) CHECK(rows == one_rows);
+        }
+    }
 }
 
 }  // namespace test_parallel_engine

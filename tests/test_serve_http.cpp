@@ -745,17 +745,20 @@ TEST_CASE("serve --tp 2, --pp 2 with micro-batches (ranks as threads): glass gen
           doctest::skip(kNoCurl)) {
     const std::string prompt = "Lily and Ben went to the park";
     const json expected = generate(prompt, "--temperature 0 --max-new-tokens 40");
-    for (const std::vector<std::string>& grid : std::vector<std::vector<std::string>>{
-             {"--tp", "2"}, {"--pp", "2", "--micro-batches", "2"}, {"--tp", "2", "--pp", "2", "--budget", "16"}}) {
+    for (const auto& [grid, backend] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"--tp", "2"}, "backend reference, split over tp 2"},
+             {{"--pp", "2", "--micro-batches", "2"}, "backend reference, split over tp 1 × pp 2"},
+             {{"--tp", "2", "--pp", "2", "--budget", "16"}, "backend reference, split over tp 2 × pp 2"},
+             {{"--tp", "2", "--backend", "fast", "--threads", "1"}, "backend fast, 1 threads, fp32, split over tp 2"}}) {
         CAPTURE(grid[0] + " " + grid[1]);
         ServerProcess s(grid);
         const Reply r = post(s, "/v1/completions", {{"prompt", prompt}, {"temperature", 0}, {"max_tokens", 40}});
         REQUIRE(r.status == 200);
         CHECK(r.json_body()["choices"][0]["text"] == expected["text"]);
-        CHECK(s.log().find("backend reference, split over tp") != std::string::npos);
+        CHECK(s.log().find(backend) != std::string::npos);
     }
     for (const auto& [flags, status, words] : std::vector<std::tuple<std::string, int, std::vector<std::string>>>{
-             {"--tp 2 --backend fast", 2, {"--tp", "--backend reference"}},
+             {"--tp 2 --backend reference --threads 2", 2, {"--threads", "--backend fast"}},
              {"--micro-batches 2", 2, {"--micro-batches", "--tp/--pp"}},
              {"--tp 3", 1, {"8 heads"}},
              {"--pp 9", 1, {"the model has 5"}},

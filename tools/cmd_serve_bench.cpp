@@ -8,7 +8,7 @@
 //       [--no-prefix-cache] [--no-chunked-prefill] [--seed S]
 //       [--batch-sweep] [--chat-turns N] [--stall] [--long-prompt N] [--decoders N] [--json]
 //       [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
-//       [--tp N] [--pp N] [--micro-batches M] [--rank-memory BYTES]   (the reference split over ranks)
+//       [--tp N] [--pp N] [--micro-batches M] [--rank-memory BYTES]   (the backend split over ranks)
 //       [--disaggregate D:P | --role decode|prefill]   (disaggregated prefill/decode beside the combined engine)
 //
 // Without -m, --shape builds a model of that shape with random weights in memory (speed depends
@@ -102,7 +102,7 @@ nlohmann::json describe_setup(const Bench& b, const std::string& model_name, con
         j["threads"] = b.choice.threads;
         j["precision"] = precision;
     }
-    if (b.choice.on_grid) {  // --tp/--pp: the reference over a grid of ranks (this is rank 0)
+    if (b.choice.on_grid) {  // --tp/--pp: the backend over a grid of ranks (this is rank 0)
         std::printf("ranks: tp %d × pp %d, %d micro-batch(es) per step\n", b.choice.grid.tp, b.choice.grid.pp,
                     b.choice.grid_options.micro_batches);
         j.update({{"tp", b.choice.grid.tp}, {"pp", b.choice.grid.pp}, {"micro_batches", b.choice.grid_options.micro_batches}});

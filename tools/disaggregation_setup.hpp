@@ -137,7 +137,7 @@ inline void with_prefill_rank(const Disaggregation& d, const BackendChoice& choi
             side = std::make_unique<glass::dist::SubCommunicator>(comm, members);
             glass::dist::ParallelPagedOptions options = choice.grid_options;
             options.kv = fo.kv;
-            auto split = std::make_unique<glass::dist::ParallelPagedBackend>(model, *side, choice.grid, options);
+            auto split = std::make_unique<glass::dist::ParallelPagedBackend>(model, *side, choice.grid, options, rank_parts(choice, fo));
             grid = split.get();
             backend = std::move(split);
             if (side->rank() != 0) {  // a follower of its side's grid, until that side's rank 0 finishes

@@ -197,7 +197,11 @@ const Command kCommands[] = {
      "      serves random weights of that shape (as serve-bench; for glass loadgen); its\n"
      "      vocabulary is not tok512's, so token i reads \" i\": send prompts as token ids.\n"
      "      --draft: speculative decoding inside the engine, as generate's (drafted tokens count\n"
-     "      against --budget).\n"},
+     "      against --budget).\n"
+     "      --tp N, --pp N, --micro-batches M, --rank-memory BYTES: the backend split over a grid\n"
+     "      of ranks (as generate's; mpirun processes or threads), rank 0 serving: the reference\n"
+     "      by default, --backend fast for the fast path on each rank (--threads per rank; by\n"
+     "      default the cores shared out among the ranks).\n"},
     {"loadgen", cli::cmd_loadgen,
      "  glass loadgen --url URL [--clients C] [--requests N] [--stream] [--json]\n"
      "                [--prompt-len P] [--max-tokens M] [--temperature T] [--seed S]\n"

@@ -10,8 +10,9 @@
 //             --no-chunked-prefill, --draft SPEC [--draft-k K] (speculative decoding)
 //   ranks     --tp N, --pp N (a grid of N × M ranks: threads here, or processes under mpirun),
 //             --micro-batches M (1: a step's requests cut into M groups through the stages),
-//             --rank-memory BYTES (what one rank may hold); any of them: the CPU reference backend,
-//             split (dist/parallel_paged_backend.hpp)
+//             --rank-memory BYTES (what one rank may hold); any of them: a backend split over
+//             ranks (dist/parallel_paged_backend.hpp), the reference's unless --backend fast is
+//             given (dist/fast_rank_part.hpp: --threads per rank, every core shared out by default)
 #pragma once
 
 #include <algorithm>
@@ -46,12 +47,14 @@ inline std::map<std::string, bool> with_engine_flags(std::map<std::string, bool>
 struct BackendChoice {
     std::string name;  // "fast" or "reference"
     int threads = 1;   // the fast backend's
-    bool on_grid = false;  // --tp, --pp or --rank-memory: the reference split over ranks
+    bool on_grid = false;  // --tp, --pp or --rank-memory: split over ranks (the reference unless --backend fast)
     glass::dist::ParallelShape grid{};
     glass::dist::ParallelPagedOptions grid_options{};  // micro-batches, rank memory (kv: --kv)
 };
 
-// --tp, --pp, --micro-batches, --rank-memory into `b`; any of them picks the reference backend.
+// --tp, --pp, --micro-batches, --rank-memory into `b`; any of them picks the reference backend,
+// split, unless --backend fast asks for the fast path's (whose ranks then share the cores out,
+// unless --threads says how many each).
 inline void grid_from_flags(const Flags& flags, BackendChoice& b) {
     b.on_grid = flags.has("--tp") || flags.has("--pp") || flags.has("--rank-memory");
     b.grid = {.tp = ranks_from_flags(flags, "--tp"), .pp = ranks_from_flags(flags, "--pp")};
@@ -61,10 +64,14 @@ inline void grid_from_flags(const Flags& flags, BackendChoice& b) {
     if (b.grid_options.micro_batches < 1 || b.grid_options.micro_batches > 256)
         throw UsageError("--micro-batches must be in [1, 256], got " + std::to_string(b.grid_options.micro_batches));
     if (!b.on_grid) return;
-    if (b.name != "reference" && flags.has("--backend"))
-        throw UsageError("--tp, --pp and --rank-memory split the CPU reference backend over ranks: use --backend "
-                         "reference (or leave --backend out)");
-    b.name = "reference";
+    if (!flags.has("--backend")) b.name = "reference";
+    if (!flags.has("--threads")) b.threads = std::max(1, b.threads / (b.grid.tp * b.grid.pp));
+}
+
+// Each rank's part of a split backend: the fast path's (--backend fast) or the reference's.
+inline glass::dist::MakeRankPart rank_parts(const BackendChoice& choice, const glass::fast::FastOptions& fast_options) {
+    if (choice.name == "fast") return glass::dist::fast_rank_parts(fast_options);
+    return {};
 }
 
 inline BackendChoice backend_from_flags(const Flags& flags) {
@@ -112,7 +119,9 @@ inline glass::ModelConfig shape_config_from_flags(const Flags& flags) {
 inline glass::Model model_from_flags(const Flags& flags, const BackendChoice& backend, const std::string& path,
                                      std::uint64_t seed) {
     if (flags.has("--shape")) return glass::fast::random_model_in_memory(shape_config_from_flags(flags), seed);
-    glass::Model m = glass::load_model(path, backend.name == "fast" ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
+    // The fast path packs from the file's own blocks; a split model is cut from fp32 rows (shard.hpp).
+    const bool as_stored = backend.name == "fast" && !backend.on_grid;
+    glass::Model m = glass::load_model(path, as_stored ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
     context_from_flags(flags, m);
     return m;
 }
@@ -162,7 +171,7 @@ inline void report_stage_clocks(glass::dist::Communicator& comm, const glass::di
 }
 
 // body(backend) on the backend `choice` names: one process's; or, with --tp/--pp/--rank-memory,
-// the split reference at rank 0 of the group, the other ranks following it until body returns.
+// that backend split at rank 0 of the group, the other ranks following it until body returns.
 // Rank 0 then reports on stderr what the group's talking and waiting cost.
 inline void with_paged_backend(const BackendChoice& choice, const glass::Model& model,
                                const glass::fast::FastOptions& fast_options,
@@ -177,7 +186,7 @@ inline void with_paged_backend(const BackendChoice& choice, const glass::Model& 
     options.kv = fast_options.kv;
     run_group(shape.tp * shape.pp, "--tp " + std::to_string(shape.tp) + " --pp " + std::to_string(shape.pp),
               [&](glass::dist::Communicator& comm) {
-                  glass::dist::ParallelPagedBackend backend(model, comm, shape, options);
+                  glass::dist::ParallelPagedBackend backend(model, comm, shape, options, rank_parts(choice, fast_options));
                   if (comm.rank() != 0) {
                       backend.follow();
                       report_stage_clocks(comm, backend, options.micro_batches);

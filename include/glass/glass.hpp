@@ -144,6 +144,7 @@
 #include "glass/dist/parallel_session.hpp"
 #include "glass/dist/split_shipment.hpp"
 #include "glass/dist/parallel_paged_backend.hpp"
+#include "glass/dist/fast_rank_part.hpp"
 #include "glass/dist/kv_transfer.hpp"
 #include "glass/dist/disaggregated.hpp"
 #if __has_include(<mpi.h>)  // only programs built with Open MPI's include path (tools/, tests/dist/)

@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -65,6 +66,19 @@ struct FastOptions {
                                     // (GLASS_KERNELS if set, else the widest set this CPU runs)
 };
 
+/// \brief One rank's share of a split model (glass/dist/shard.hpp, dist/fast_rank_part.hpp): the
+/// Model given is that rank's shard, holding the whole model's layers `first_layer` .. and its
+/// vocabulary rows `[vocab_begin, vocab_begin + rows)`. `add_across_ranks` completes the three
+/// partial sums a tensor-parallel rank makes — its embedding rows (zeros for the ids other ranks
+/// hold), Wo's and W2's products — in place, on every rank of its group
+/// (dist::Communicator::all_reduce_sum). Default: one process, the whole model.
+struct RankShare {
+    int first_layer = 0;
+    int vocab_begin = 0;
+    std::function<void(float* values, std::int64_t n)> add_across_ranks = {};
+    bool split() const { return static_cast<bool>(add_across_ranks); }
+};
+
 inline Kernels kernels_for(const FastOptions& o) {
     if (o.portable_kernels) return portable_kernels();
     return o.kernels.empty() ? best_kernels() : kernels_of(o.kernels);
@@ -93,9 +107,10 @@ class FastModel {
 public:
     using Layer = FastLayer;  // fast_weights.hpp
 
-    FastModel(const Model& model, FastOptions options, SingleRow single_row)
-        : model_(model), c_(model.config), options_(checked(options)), single_row_(single_row),
-          pool_(options.threads), k_(kernels_for(options)), w_(model, options.weights, options.int8_activations, pool_) {
+    FastModel(const Model& model, FastOptions options, SingleRow single_row, RankShare share = {})
+        : model_(model), c_(model.config), options_(checked(options)), single_row_(single_row), share_(std::move(share)),
+          pool_(options.threads), k_(kernels_for(options)),
+          w_(model, options.weights, options.int8_activations, pool_, share_.first_layer) {
         if (options.int8_activations) {  // room for the widest input, in int8 blocks of 32
             const int blocks = (widest_input() + kQuantBlock - 1) / kQuantBlock;
             x_q_.resize(static_cast<size_t>(blocks) * kQuantBlock);
@@ -204,12 +219,19 @@ public:
     // The rows' input to the layer: x [n, dim] -> the row's token embedding, times the config's
     // scale (Gemma: √dim, so the embeddings start at the size the rest of the stream has).
     // A model whose table stayed in its stored type (LoadWeights::as_stored) widens the one row.
+    // A split model's rank holds vocabulary rows [vocab_begin, ..) only: zeros for the other ids
+    // (add_across_ranks then adds the one rank's row that holds each).
     void embed(int id, float* x) const {
+        const int row = id - share_.vocab_begin;
+        if (share_.split() && (row < 0 || row >= c_.vocab_size)) {
+            std::fill_n(x, c_.dim, 0.0f);
+            return;
+        }
         if (model_.token_embedding) {
-            std::memcpy(x, model_.token_embedding + std::int64_t{id} * c_.dim, sizeof(float) * static_cast<size_t>(c_.dim));
+            std::memcpy(x, model_.token_embedding + std::int64_t{row} * c_.dim, sizeof(float) * static_cast<size_t>(c_.dim));
         } else {
             const StoredMatrix& table = model_.stored_embedding;
-            ggml_to_float(table.type, table.bytes + id * ggml_bytes(table.type, c_.dim), c_.dim, x);
+            ggml_to_float(table.type, table.bytes + row * ggml_bytes(table.type, c_.dim), c_.dim, x);
         }
         const float scale = c_.embedding_scale;
         if (scale != 1.0f)
@@ -239,18 +261,25 @@ public:
     // serving batch:  x += att Woᵀ;  x += W2 (act(rmsnorm(x) W1ᵀ) ⊙ rmsnorm(x) W3ᵀ), act = SiLU
     // (GELU-tanh for Gemma). With sandwich norms (Gemma 2, 3) each of the two is normed by its
     // own gain before it is added. xn [n, dim], gate and up [n, hidden] are scratch.
+    // A split model's rank (RankShare) makes partial sums of both products: they land in xn too,
+    // and are completed across its ranks before they are added.
     void finish_layer(const Layer& w, const float* att, float* x, float* xn, float* gate, float* up, int n) {
         const int dim = c_.dim, hidden = c_.hidden_dim;
-        const bool sandwich = c_.sandwich_norms;  // then each half lands in xn first
-        const Product out[] = {{&w.wo, att, c_.q_dim(), sandwich ? xn : x, dim, !sandwich}};  // x += att Woᵀ
+        const bool apart = c_.sandwich_norms || share_.split();  // then each half lands in xn first
+        const Product out[] = {{&w.wo, att, c_.q_dim(), apart ? xn : x, dim, !apart}};  // x += att Woᵀ
         run_products(out, n);
-        if (sandwich) add_normed(xn, w.post_att, x, n);
+        if (apart) add_half(xn, w.post_att, x, n);
         rmsnorm(x, w.rms_ffn, xn, n);
         const Product gate_up[] = {{&w.w1, xn, dim, gate, hidden, false}, {&w.w3, xn, dim, up, hidden, false}};
         run_products(gate_up, n, gate, up);  // gate = act(gate) ⊙ up
-        const Product down[] = {{&w.w2, gate, hidden, sandwich ? xn : x, dim, !sandwich}};  // x += h W2ᵀ
+        const Product down[] = {{&w.w2, gate, hidden, apart ? xn : x, dim, !apart}};  // x += h W2ᵀ
         run_products(down, n);
-        if (sandwich) add_normed(xn, w.post_mlp, x, n);
+        if (apart) add_half(xn, w.post_mlp, x, n);
+    }
+
+    // y [n, dim] completed across a split model's ranks (in place; nothing for one process).
+    void add_across_ranks(float* y, int n) const {
+        if (share_.split()) share_.add_across_ranks(y, std::int64_t{n} * c_.dim);
     }
 
     // logits [n, vocab] = xn Wclsᵀ for n rows already through the final norm; Gemma 2 then
@@ -387,6 +416,14 @@ private:
             for (int i = 0; i < width; ++i) y[std::int64_t{t} * ld + i] += b[i];
     }
 
+    // x += y [n, dim], one half of a layer computed apart: completed across ranks (a split
+    // model), normed by `gain` first (a sandwich norm: Gemma 2, 3).
+    void add_half(float* y, const float* gain, float* x, int n) const {
+        add_across_ranks(y, n);
+        if (c_.sandwich_norms) return add_normed(y, gain, x, n);
+        for (std::int64_t i = 0; i < std::int64_t{n} * c_.dim; ++i) x[i] += y[i];
+    }
+
     // x += rmsnorm(y) with `gain` (a sandwich norm), y [n, dim] normed in place.
     void add_normed(float* y, const float* gain, float* x, int n) const {
         rmsnorm(y, gain, y, n);
@@ -418,6 +455,7 @@ private:
     ModelConfig c_;
     FastOptions options_;
     SingleRow single_row_;
+    RankShare share_;                        // one rank's share of a split model (default: whole)
     ThreadPool pool_;
     Kernels k_;
     FastWeights w_;                          // packed once, by pool_'s threads

@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "glass/checkpoint.hpp"
@@ -57,8 +58,9 @@ namespace glass::fast {
 
 class FastPagedBackend : public serve::PagedBackend {
 public:
-    FastPagedBackend(const Model& model, FastOptions options)
-        : m_(model, options, SingleRow::matmul), c_(model.config), int8_(options.kv == KvType::int8),
+    // `share`: one rank of a split model (dist/fast_rank_part.hpp), `model` its shard.
+    FastPagedBackend(const Model& model, FastOptions options, RankShare share = {})
+        : m_(model, options, SingleRow::matmul, std::move(share)), c_(model.config), int8_(options.kv == KvType::int8),
           scratch_stride_(scratch_floats_per_thread(c_, int8_, m_.threads())),
           scores_(static_cast<size_t>(m_.threads()) * static_cast<size_t>(scratch_stride_)) {
         if (options.int8_activations)  // its rows go through the matrix–matrix kernel, fp32 only
@@ -81,6 +83,7 @@ public:
         block_size_ = block_size;
     }
     std::int64_t pool_bytes() const override { return bytes_of_pool(num_blocks_, block_size_); }
+    std::int64_t pool_bytes_for(int num_blocks, int block_size) const { return bytes_of_pool(num_blocks, block_size); }
     KvType kv_type() const override { return m_.options().kv; }
     std::int64_t weight_bytes() const override { return m_.weight_bytes(); }
 
@@ -92,27 +95,16 @@ public:
     std::span<const float> forward(std::span<const serve::BatchEntry> batch) override {
         if (num_blocks_ == 0) fail("fast paged forward: no KV pool yet (allocate_pool first)");
         serve::check_batch(c_, batch, num_blocks_, block_size_);
-        plan_rows(batch);
-        const int n = static_cast<int>(rows_.size());
-        reserve(n);
-        const int dim = c_.dim, kv_dim = c_.kv_dim();
-        for (int r = 0; r < n; ++r) m_.embed(rows_[size_t(r)].token, x_ + std::int64_t{r} * dim);
-        for (int l = 0; l < c_.n_layers; ++l) {
-            const FastModel::Layer& w = m_.layer(l);
-            m_.rmsnorm(x_, w.rms_att, xn_, n);
-            m_.attention_inputs(w, xn_, n, q_, k_, kv_dim, v_, kv_dim);  // q | k | v (+ biases, q/k norms)
-            store_kv(l, n);
-            attention(l, n);
-            m_.finish_layer(w, att_, x_, xn_, gate_, up_, n);  // x += att Woᵀ, then the MLP
-        }
-        // Logits of the rows append_logit_rows named: [wanting, vocab].
-        const int wanting = static_cast<int>(logit_rows_.size());
-        logits_.resize(static_cast<size_t>(wanting) * static_cast<size_t>(c_.vocab_size));
-        if (wanting == 0) return {};
-        for (int i = 0; i < wanting; ++i)
-            m_.rmsnorm(x_ + std::int64_t{logit_rows_[size_t(i)]} * dim, m_.final_gain(), xn_ + std::int64_t{i} * dim, 1);
-        m_.logits(xn_, wanting, logits_.data());
-        return logits_;
+        return run_step(batch, {}, true);
+    }
+
+    // One rank of a split model: the batch through this shard's layers. `input`: the stream
+    // [N, dim] from the pipeline stage before (empty: embed the tokens). Returns the stream
+    // [N, dim] or, when `last`, the logits [wanting, shard's vocabulary slice]. The batch was
+    // checked at rank 0 against the whole model (ids outside this shard's slice are normal here).
+    std::span<const float> forward_part(std::span<const serve::BatchEntry> batch, std::span<const float> input, bool last) {
+        if (num_blocks_ == 0) fail("fast paged forward: no KV pool yet (allocate_pool first)");
+        return run_step(batch, input, last);
     }
 
     // Disaggregated prefill/decode (serve/kv_shipment.hpp): this pool's rows are already what
@@ -131,6 +123,38 @@ public:
 
 private:
     using Product = FastModel::Product;
+
+    std::span<const float> run_step(std::span<const serve::BatchEntry> batch, std::span<const float> input, bool last) {
+        plan_rows(batch);
+        const int n = static_cast<int>(rows_.size());
+        reserve(n);
+        const int dim = c_.dim, kv_dim = c_.kv_dim();
+        if (input.empty()) {
+            for (int r = 0; r < n; ++r) m_.embed(rows_[size_t(r)].token, x_ + std::int64_t{r} * dim);
+            m_.add_across_ranks(x_, n);  // a split model: each rank embedded the ids of its vocabulary rows
+        } else {  // a later pipeline stage: the stream from the stage before
+            if (input.size() != static_cast<size_t>(n) * static_cast<size_t>(dim))
+                fail("fast paged forward: an input stream of ", input.size(), " numbers for ", n, " rows of ", dim);
+            std::copy(input.begin(), input.end(), x_);
+        }
+        for (int l = 0; l < c_.n_layers; ++l) {
+            const FastModel::Layer& w = m_.layer(l);
+            m_.rmsnorm(x_, w.rms_att, xn_, n);
+            m_.attention_inputs(w, xn_, n, q_, k_, kv_dim, v_, kv_dim);  // q | k | v (+ biases, q/k norms)
+            store_kv(l, n);
+            attention(l, n);
+            m_.finish_layer(w, att_, x_, xn_, gate_, up_, n);  // x += att Woᵀ, then the MLP
+        }
+        if (!last) return {x_, static_cast<size_t>(n) * static_cast<size_t>(dim)};  // on to the next stage
+        // Logits of the rows append_logit_rows named: [wanting, vocab].
+        const int wanting = static_cast<int>(logit_rows_.size());
+        logits_.resize(static_cast<size_t>(wanting) * static_cast<size_t>(c_.vocab_size));
+        if (wanting == 0) return {};
+        for (int i = 0; i < wanting; ++i)
+            m_.rmsnorm(x_ + std::int64_t{logit_rows_[size_t(i)]} * dim, m_.final_gain(), xn_ + std::int64_t{i} * dim, 1);
+        m_.logits(xn_, wanting, logits_.data());
+        return logits_;
+    }
 
     size_t shipment_bytes(std::span<const int> table, int first, int end) const {
         if (num_blocks_ == 0) fail("KV shipment: no KV pool yet (allocate_pool first)");

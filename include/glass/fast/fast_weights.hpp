@@ -54,7 +54,10 @@ class FastWeights {
 public:
     // Packs every matrix of `model` (as `weights`: a panel type, or `stored` for each file type's
     // own) on the pool's threads; int8_activations refuses a matrix without integer panels.
-    FastWeights(const Model& model, WeightType weights, bool int8_activations, ThreadPool& pool) : c_(model.config) {
+    // `first_layer`: the model layer model.layers[0] is (a pipeline stage's shard, dist/shard.hpp,
+    // holds layers first_layer ..; windows and RoPE bases go by the whole model's numbering).
+    FastWeights(const Model& model, WeightType weights, bool int8_activations, ThreadPool& pool, int first_layer = 0)
+        : c_(model.config), first_layer_(first_layer) {
         pack(model, weights, int8_activations, pool);
         tabulate_rope();
     }
@@ -79,7 +82,7 @@ public:
         };
         for (const FastLayer& l : layers_)
             for (const PackedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) count(*m);
-        count(classifier_);
+        if (classifier_.panels() > 0) count(classifier_);
         if (counts.size() == 1) return counts[0].second;
         std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
         std::string out;
@@ -125,7 +128,7 @@ private:
             dst.bq = src.bq.size() ? src.bq.data() : nullptr;
             dst.bk = src.bk.size() ? src.bk.data() : nullptr;
             dst.bv = src.bv.size() ? src.bv.data() : nullptr;
-            dst.window = c_.window_of_layer(l);
+            dst.window = c_.window_of_layer(first_layer_ + l);
             const LayerWeights::Stored& st = src.stored;
             for (auto [m, stored, out] : {std::tuple{&src.wq, &st.wq, &dst.wq}, {&src.wk, &st.wk, &dst.wk},
                                           {&src.wv, &st.wv, &dst.wv}, {&src.wo, &st.wo, &dst.wo},
@@ -133,7 +136,8 @@ private:
                                           {&src.w3, &st.w3, &dst.w3}})
                 sources.push_back({m->data(), *stored, static_cast<int>(m->rows()), static_cast<int>(m->cols()), out});
         }
-        sources.push_back({model.classifier, model.stored_classifier, c_.vocab_size, c_.dim, &classifier_});
+        if (model.classifier || model.stored_classifier.bytes)  // (a pipeline stage before the last has none)
+            sources.push_back({model.classifier, model.stored_classifier, c_.vocab_size, c_.dim, &classifier_});
         final_gain_ = gain(model.rms_final, c_.dim);
 
         // One arena for all of them, each matrix starting on a 64-byte (cache line) boundary.
@@ -176,10 +180,10 @@ private:
         const std::int64_t table_floats = std::int64_t{c_.seq_len} * half;
         std::vector<std::vector<float>> tables;  // the frequencies of each table
         for (int l = 0; l < c_.n_layers; ++l) {
-            const RopeScaling scaling = c_.rope_scaling_of_layer(l);
+            const RopeScaling scaling = c_.rope_scaling_of_layer(first_layer_ + l);
             std::vector<float> f(static_cast<size_t>(half));
             for (int i = 0; i < half; ++i)
-                f[static_cast<size_t>(i)] = rope_scaled_frequency(rope_frequency(i, c_.head_dim, c_.rope_theta_of_layer(l)), scaling, i);
+                f[static_cast<size_t>(i)] = rope_scaled_frequency(rope_frequency(i, c_.head_dim, c_.rope_theta_of_layer(first_layer_ + l)), scaling, i);
             const auto same = std::find(tables.begin(), tables.end(), f);
             layers_[static_cast<size_t>(l)].rope_table = static_cast<int>(same - tables.begin());
             if (same == tables.end()) tables.push_back(std::move(f));
@@ -197,6 +201,7 @@ private:
     }
 
     ModelConfig c_;
+    int first_layer_ = 0;
     HugeBuffer arena_;  // the packed matrices
     std::vector<FastLayer> layers_;
     PackedMatrix classifier_;

@@ -1,0 +1,80 @@
+/// \file
+/// \brief glass/dist/fast_rank_part.hpp — a split model's ranks on the fast CPU path: each rank's
+/// part a FastPagedBackend over its shard (packed weights, the kernel sets, threads).
+/// ```text
+/// In:  the whole model, a rank's place in the grid, its stage's group; FastOptions per rank.
+/// Out: the RankPart ParallelPagedBackend runs at that rank (parallel_paged_backend.hpp).
+///
+///   FastRankPart = FastPagedBackend over shard_model's copy, told its share (fast::RankShare):
+///     first_layer, vocab_begin   which layers and vocabulary rows the shard holds
+///     add_across_ranks           the group's all_reduce_sum (rank order: the same bits everywhere)
+///   FastModel completes the embedding's, Wo's and W2's partial sums where the reference's
+///   PartialSums does (transformer.hpp), with the fast path's kernels and threads in between.
+///
+/// Threads are per rank (FastOptions::threads): tp 2 with 1 thread each uses the cores one process
+/// with 2 threads uses. Pipeline stages alone (tp 1) run one FastPagedBackend's operations on the
+/// same rows: one process's bits; tensor ranks sum Wo's and W2's products in tp pieces.
+/// ```
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "glass/dist/parallel_paged_backend.hpp"
+#include "glass/dist/shard.hpp"
+#include "glass/fast/fast_paged_backend.hpp"
+
+namespace glass::dist {
+
+class FastRankPart : public RankPart {
+public:
+    FastRankPart(const Model& whole, const RankPlace& at, Communicator& group, fast::FastOptions options)
+        : shard_(shard_model(whole, at.split, at.stage.first_layer, at.stage.layers)),
+          backend_(shard_, options, share_of(at, group)) {}
+
+    KvType kv_type() const override { return backend_.kv_type(); }
+    std::int64_t pool_bytes_for(int num_blocks, int block_size) const override {
+        return backend_.pool_bytes_for(num_blocks, block_size);
+    }
+    void make_pool(int num_blocks, int block_size) override { backend_.allocate_pool(num_blocks, block_size); }
+    std::int64_t pool_bytes() const override { return backend_.pool_bytes(); }
+    std::vector<float> run(std::span<const serve::BatchEntry> part, std::span<const float> input, bool last) override {
+        const std::span<const float> out = backend_.forward_part(part, input, last);
+        return {out.begin(), out.end()};
+    }
+    std::vector<std::byte> pack_rows(std::span<const int> table, int first, int end) const override {
+        return backend_.export_kv(table, first, end);
+    }
+    void unpack_rows(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override {
+        backend_.import_kv(table, first, end, bytes);
+    }
+    std::int64_t weight_bytes() const override { return backend_.weight_bytes(); }
+    /// The packed panels and the shard's own fp32 copy, which stays beside them (the embedding
+    /// rows, norm gains and biases are read from it).
+    std::int64_t held_weight_bytes() const override { return dist::held_weight_bytes(shard_) + backend_.weight_bytes(); }
+    const fast::FastPagedBackend& backend() const { return backend_; }
+
+private:
+    static fast::RankShare share_of(const RankPlace& at, Communicator& group) {
+        fast::RankShare share{.first_layer = at.stage.first_layer, .vocab_begin = at.split.vocab_begin};
+        if (group.size() > 1)  // tensor ranks: complete the partial sums (tp 1 adds nothing)
+            share.add_across_ranks = [&group](float* values, std::int64_t n) {
+                group.all_reduce_sum(std::span<float>(values, static_cast<size_t>(n)));
+            };
+        return share;
+    }
+
+    Model shard_;  // before backend_, which reads it
+    fast::FastPagedBackend backend_;
+};
+
+/// Every rank's part on the fast path, for ParallelPagedBackend's `make` argument.
+inline MakeRankPart fast_rank_parts(fast::FastOptions options) {
+    return [options](const Model& whole, const RankPlace& at, Communicator& group) {
+        return std::unique_ptr<RankPart>(std::make_unique<FastRankPart>(whole, at, group, options));
+    };
+}
+
+}  // namespace glass::dist
