@@ -771,8 +771,8 @@ TEST_CASE("serve --tp 2, --pp 2 with micro-batches (ranks as threads): glass gen
     }
 }
 
-TEST_CASE("serve --disaggregate 1:1 (a prefill worker thread computes every prompt): glass generate's greedy text; "
-          "bad splits refused" * doctest::skip(kNoCurl)) {
+TEST_CASE("serve --disaggregate 1:1 (a prefill worker thread computes every prompt; with --tp 2 a grid each side): "
+          "glass generate's greedy text; bad splits refused" * doctest::skip(kNoCurl)) {
     const std::string prompt = "Lily and Ben went to the park";
     const json expected = generate(prompt, "--temperature 0 --max-new-tokens 40");
     for (const std::string kv : {"fp32", "int8"}) {
@@ -784,11 +784,18 @@ TEST_CASE("serve --disaggregate 1:1 (a prefill worker thread computes every prom
         CHECK(r.json_body()["choices"][0]["text"] == want["text"]);
         CHECK(s.log().find("disaggregated: decode 1 threads, prefill worker 1 threads") != std::string::npos);
     }
+    {  // each side a tp 2 grid of thread ranks (the fast path's parts): 4 ranks in this process
+        ServerProcess s({"--disaggregate", "1:1", "--tp", "2", "--backend", "fast", "--budget", "16"});
+        const Reply r = post(s, "/v1/completions", {{"prompt", prompt}, {"temperature", 0}, {"max_tokens", 40}});
+        REQUIRE(r.status == 200);
+        CHECK(r.json_body()["choices"][0]["text"] == expected["text"]);
+        CHECK(s.log().find("disaggregated: decode ranks 0-1 (1 threads each), prefill ranks 2-3 (1 threads each)") !=
+              std::string::npos);
+    }
     for (const auto& [flags, words] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {"--disaggregate 2", {"--disaggregate must be D:P"}},
              {"--disaggregate 1:0", {"each in [1, 256]"}},
              {"--disaggregate 1:1 --threads 2", {"leave --threads out"}},
-             {"--disaggregate 1:1 --tp 2", {"does not combine with --tp"}},
              {"--role decode --disaggregate 1:1", {"not both"}},
              {"--role prefill", {"--role needs two processes started by mpirun"}},
              {"--role middle", {"--role must be decode or prefill"}}}) {

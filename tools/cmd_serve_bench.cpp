@@ -309,10 +309,12 @@ int cmd_serve_bench(int argc, char** argv) {
         nlohmann::json j = describe_setup(b, model_name, precision, fast_options.kv);
         run_experiments(b, flags, m, plain, j, dis_run);
     };
-    if (dis.over_ranks()) {
+    if (dis.two_sides()) {  // --role, or --disaggregate with a grid: the combined runs on the decode side's backend
+        const std::string worker = dis.side_ranks == 1 ? "prefill rank 1" : "prefill ranks " + std::to_string(dis.side_ranks) + "-" +
+                                                                                 std::to_string(2 * dis.side_ranks - 1);
         with_prefill_rank(dis, choice, model, fast_options, remote, [&](glass::serve::PagedBackend& backend) {
             bench_on(backend, [&](const Bench& b, nlohmann::json& j) {
-                j["disaggregation"] = disaggregated_stall(b, backend, remote, "prefill rank 1", m.decoders, m.long_prompt);
+                j["disaggregation"] = disaggregated_stall(b, backend, remote, worker, m.decoders, m.long_prompt);
             });
         });
         return 0;

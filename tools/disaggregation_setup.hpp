@@ -3,6 +3,8 @@
 //   --disaggregate D:P      one process: the engine's backend runs on D threads, and a prefill
 //                           worker with its own backend and P threads computes every prompt
 //                           (serve/remote_prefill.hpp: ThreadPrefill)
+//       with --tp T --pp P, each side is a grid of G = T × P thread ranks, as --role's below
+//                           (D threads per decode rank, P per prefill rank)
 //   --role decode|prefill   two processes under mpirun (dist/disaggregated.hpp):
 //       mpirun -np 1 glass serve --role decode ... : -np 1 glass serve --role prefill ...
 //                           rank 0 decodes (the engine and the server), rank 1 computes the
@@ -33,11 +35,15 @@ namespace cli {
 
 struct Disaggregation {
     std::string role;         // --role: "decode" or "prefill"; empty without it
-    int side_ranks = 1;       // --role: processes per side (tp × pp with --tp/--pp, else 1)
+    int side_ranks = 1;       // ranks per side (tp × pp with --tp/--pp, else 1)
     int decode_threads = 0;   // --disaggregate D:P; 0 without it
     int prefill_threads = 0;
+    bool split = false;       // --tp/--pp/--rank-memory: each side a grid of ranks
     bool in_process() const { return decode_threads > 0; }
     bool over_ranks() const { return !role.empty(); }
+    // Rank 0 of 2G ranks decodes and rank G computes prompts: --role, or --disaggregate with a
+    // grid (its ranks threads of one process).
+    bool two_sides() const { return over_ranks() || (in_process() && split); }
 };
 
 // The flags each command that serves takes (true: the flag takes a value).
@@ -67,10 +73,12 @@ inline Disaggregation disaggregation_from_flags(const Flags& flags, const Backen
     if (!flags.has("--role") && !flags.has("--disaggregate")) return d;
     if (flags.has("--role") && flags.has("--disaggregate"))
         throw UsageError("give --role (two processes under mpirun) or --disaggregate D:P (one process), not both");
+    d.split = choice.on_grid;
+    d.side_ranks = choice.on_grid ? choice.grid.tp * choice.grid.pp : 1;
     if (flags.has("--disaggregate")) {
-        if (choice.on_grid)
-            throw UsageError("--disaggregate D:P (one process) does not combine with --tp, --pp or --rank-memory yet; "
-                             "under mpirun, --role decode|prefill does");
+        if (choice.on_grid && started_by_mpirun())
+            throw UsageError("--disaggregate D:P runs both sides in one process (thread ranks with --tp/--pp); under "
+                             "mpirun, give each side --role decode|prefill");
         if (!threads_too && flags.has("--threads"))
             throw UsageError("--disaggregate D:P gives the threads (D to decode, P to the prefill worker): leave --threads out");
         std::tie(d.decode_threads, d.prefill_threads) = thread_split_from_flags(flags);
@@ -82,7 +90,6 @@ inline Disaggregation disaggregation_from_flags(const Flags& flags, const Backen
         throw UsageError("--role needs two processes started by mpirun: mpirun -np 1 glass serve --role decode ... : "
                          "-np 1 glass serve --role prefill ... (-np tp × pp each with --tp/--pp); in one process, use "
                          "--disaggregate D:P");
-    d.side_ranks = choice.on_grid ? choice.grid.tp * choice.grid.pp : 1;
     return d;
 }
 
@@ -114,18 +121,20 @@ inline void check_roles(glass::dist::Communicator& comm, const Disaggregation& d
                         " glass ... --role prefill), got rank ", r, " ", roles[static_cast<size_t>(r)] == 0 ? "decode" : "prefill");
 }
 
-// --role: the decode side (ranks 0 .. G-1) runs body(backend) with its prompts sent to the
-// prefill side (ranks G .. 2G-1), which computes them until the decode side is done. With
-// --tp/--pp each side is its own grid, a ParallelPagedBackend over a subgroup whose rank 0 (0 and
-// G) drives it and talks to the other side; the rest follow their grid. Ranks 0 and G say on
-// stderr what they did.
+// --role (processes), or --disaggregate with --tp/--pp (threads): the decode side (ranks 0 .. G-1)
+// runs body(backend) with its prompts sent to the prefill side (ranks G .. 2G-1), which computes
+// them until the decode side is done. With --tp/--pp each side is its own grid, a
+// ParallelPagedBackend over a subgroup whose rank 0 (0 and G) drives it and talks to the other
+// side; the rest follow their grid. Ranks 0 and G say on stderr what they did.
 inline void with_prefill_rank(const Disaggregation& d, const BackendChoice& choice, const glass::Model& model,
-                              const glass::fast::FastOptions& fo, glass::serve::EngineOptions& eo,
+                              const glass::fast::FastOptions& side_options, glass::serve::EngineOptions& eo,
                               const std::function<void(glass::serve::PagedBackend&)>& body) {
     const int g = d.side_ranks;
-    run_group(2 * g, "--role decode|prefill", [&](glass::dist::Communicator& comm) {
-        check_roles(comm, d);
+    run_group(2 * g, d.over_ranks() ? "--role decode|prefill" : "--disaggregate", [&](glass::dist::Communicator& comm) {
+        if (d.over_ranks()) check_roles(comm, d);  // (thread ranks know their side by number)
         const bool decode = comm.rank() < g;
+        glass::fast::FastOptions fo = side_options;
+        if (d.in_process()) fo.threads = decode ? d.decode_threads : d.prefill_threads;
         std::unique_ptr<glass::dist::SubCommunicator> side;  // this side's grid (outlives its backend)
         std::unique_ptr<glass::serve::PagedBackend> backend;
         glass::dist::ParallelPagedBackend* grid = nullptr;
@@ -173,13 +182,17 @@ inline void with_prefill_rank(const Disaggregation& d, const BackendChoice& choi
 inline void with_serving_backend(const Disaggregation& d, const BackendChoice& choice, const glass::Model& model,
                                  const glass::fast::FastOptions& fo, glass::serve::EngineOptions& eo,
                                  const std::function<void(glass::serve::PagedBackend&)>& body) {
+    if (d.two_sides()) return with_prefill_rank(d, choice, model, fo, eo, body);
     if (d.in_process()) return with_thread_prefill(d, choice, model, fo, eo, body);
-    if (d.over_ranks()) return with_prefill_rank(d, choice, model, fo, eo, body);
     with_paged_backend(choice, model, fo, body);
 }
 
 // The startup line's words for it.
 inline std::string disaggregation_details(const Disaggregation& d) {
+    if (d.in_process() && d.split)
+        return " | disaggregated: decode ranks 0-" + std::to_string(d.side_ranks - 1) + " (" +
+               std::to_string(d.decode_threads) + " threads each), prefill ranks " + std::to_string(d.side_ranks) + "-" +
+               std::to_string(2 * d.side_ranks - 1) + " (" + std::to_string(d.prefill_threads) + " threads each)";
     if (d.in_process())
         return " | disaggregated: decode " + std::to_string(d.decode_threads) + " threads, prefill worker " +
                std::to_string(d.prefill_threads) + " threads";
