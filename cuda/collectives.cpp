@@ -3,9 +3,14 @@
 /// stand-in, and NCCL opened with dlopen (libglass_cuda only; the emulator has the stand-in).
 #include "collectives.hpp"
 
+#include <functional>
+#include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 #include "glass/errors.hpp"
 #include "glass_cuda.hpp"
@@ -124,8 +129,27 @@ private:
 
 #endif
 
+namespace {
+
+// Whether two ranks of `group` run on the same GPU (the same device of the same host), which NCCL
+// refuses. Every rank calls it at the same point (an all-gather of {host, device}).
+bool ranks_share_a_device(dist::Communicator& group) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const std::int64_t mine[2] = {static_cast<std::int64_t>(std::hash<std::string>{}(host)), current_device()};
+    std::vector<std::int64_t> all(2 * static_cast<std::size_t>(group.size()));
+    group.all_gather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all));
+    std::set<std::pair<std::int64_t, std::int64_t>> seen;
+    for (std::size_t r = 0; r < all.size(); r += 2)
+        if (!seen.insert({all[r], all[r + 1]}).second) return true;
+    return false;
+}
+
+}  // namespace
+
 std::unique_ptr<DeviceCollectives> make_collectives(dist::Communicator& group, CollectivesKind kind) {
-    if (kind == CollectivesKind::automatic) kind = runs_on_emulator() ? CollectivesKind::host : CollectivesKind::nccl;
+    if (kind == CollectivesKind::automatic)
+        kind = runs_on_emulator() || ranks_share_a_device(group) ? CollectivesKind::host : CollectivesKind::nccl;
     if (kind == CollectivesKind::host) return std::make_unique<HostCollectives>(group);
 #ifdef GLASS_CUDA_EMULATED
     fail("NCCL runs on GPUs only: the emulator's collectives are the host stand-in (CollectivesKind::host)");

@@ -62,7 +62,8 @@ private:
 };
 
 enum class CollectivesKind {
-    automatic,  // NCCL on a GPU, the host stand-in under the emulator
+    automatic,  // NCCL when every rank has a GPU of its own; the host stand-in under the emulator
+                // or when two ranks share a device (thread ranks on one GPU: NCCL refuses them)
     nccl,
     host,
 };

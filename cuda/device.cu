@@ -33,6 +33,29 @@ bool device_present(std::string* why) {
     return true;
 }
 
+int device_count() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();  // "no device" is an answer here, not a sticky error
+        return 0;
+    }
+    return count;
+}
+
+int current_device() {
+    int device = 0;
+    const cudaError_t status = cudaGetDevice(&device);
+    if (status != cudaSuccess) fail("cudaGetDevice failed: ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+    return device;
+}
+
+void use_device(int index) {
+    const cudaError_t status = cudaSetDevice(index);
+    if (status != cudaSuccess)
+        fail("cannot use CUDA device ", index, " of ", device_count(), ": ", cudaGetErrorName(status), " (",
+             cudaGetErrorString(status), ")");
+}
+
 bool runs_on_emulator() {
 #ifdef GLASS_CUDA_EMULATED
     return true;

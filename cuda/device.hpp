@@ -18,6 +18,11 @@ namespace glass::cuda {
 // for this runtime, no GPU) counts as "no device"; `why` then says what the runtime reported.
 bool device_present(std::string* why = nullptr);
 std::string device_name();  // "NVIDIA H200", ...
+int device_count();                      // the CUDA devices this process sees (0 where there is none)
+int current_device();                    // the calling thread's device (use_device; 0 at first)
+// Makes device `index` (in [0, device_count())) the calling thread's: its later allocations and
+// launches go there (cudaSetDevice is per host thread).
+void use_device(int index);
 // True in libglass_cuda_emulated (the same kernels run by the CPU emulator, emulator/), false
 // in libglass_cuda: lets one compiled test program know which of the two it was linked to.
 bool runs_on_emulator();

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "glass/dist/rank_share.hpp"
 #include "glass_cuda.hpp"
 
 namespace glass::cuda {
@@ -64,16 +65,9 @@ struct DeviceWeights {
 // soft-cap (0: none), as glass::attention_shape_of_layer gives them to the CPU.
 AttentionDims attention_dims(const ModelConfig& c, int layer);
 
-// One rank's share of a tensor-parallel model (glass/dist/shard.hpp): the weights are its shard,
-// whose embedding table holds vocabulary rows [vocab_begin, vocab_begin + rows) only, and three
-// sums are partial: the embedding rows, Wo's and W2's products. add_across_ranks turns each into
-// the whole sum in place, on every rank of the group (DeviceCollectives::all_reduce_sum,
-// collectives.hpp). Empty (the default): one process holds the whole model.
-struct RankShare {
-    int vocab_begin = 0;
-    std::function<void(float* d_values, std::int64_t n)> add_across_ranks;
-    bool split() const { return static_cast<bool>(add_across_ranks); }
-};
+// One rank's share of a split model (glass/dist/rank_share.hpp). Here add_across_ranks gets
+// device pointers: DeviceCollectives::all_reduce_sum (collectives.hpp).
+using dist::RankShare;
 
 // One forward pass's device work and the activations it runs through. Queues launches only:
 // nothing here waits for the GPU, so a caller can record it into a graph (a RankShare's

@@ -103,7 +103,7 @@ static const CudaPagedOptions& checked(const CudaPagedOptions& o) {
 
 CudaPagedBackend::CudaPagedBackend(const Model& model, CudaPagedOptions options)
     : config_(require_device(model.config)), options_(checked(options)),
-      weights_(model, options.weights, options.first_layer), forward_(config_, weights_, options.share) {}
+      weights_(model, options.weights, options.share.first_layer), forward_(config_, weights_, options.share) {}
 
 CudaPagedBackend::~CudaPagedBackend() = default;
 

@@ -67,9 +67,8 @@ struct CudaPagedOptions {
     PagedAttention attention = PagedAttention::per_row;
     KvType kv = KvType::fp32;      // the pool's storage: int8 = kv_write_rows_int8, attention reads int8
     // One rank of a split model (parallel_paged.hpp): the model given is that rank's shard
-    // (glass::dist::shard_model), holding the whole model's layers first_layer ..; `share`
-    // completes its partial sums across its tensor-parallel group. Defaults: one process.
-    int first_layer = 0;
+    // (glass::dist::shard_model), holding the whole model's layers share.first_layer ..; `share`
+    // completes its partial sums across its tensor-parallel group. Default: one process.
     RankShare share = {};
 };
 

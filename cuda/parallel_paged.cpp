@@ -3,7 +3,9 @@
 /// (parallel_paged.hpp draws the grid).
 #include "parallel_paged.hpp"
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "glass/dist/shard.hpp"
@@ -12,16 +14,34 @@ namespace glass::cuda {
 
 namespace {
 
+// The GPU a rank runs on, made the calling thread's: under mpirun the process's rank among those on
+// its host (OMPI_COMM_WORLD_LOCAL_RANK), else (thread ranks of one process) its rank in the grid,
+// either modulo the devices present. With one GPU every rank shares it (-1: nothing to choose), and
+// make_collectives takes the host stand-in (NCCL refuses two ranks on one device).
+int use_rank_device(const dist::RankPlace& at) {
+    std::string why;
+    if (!device_present(&why)) fail("no CUDA device: ", why);
+    const int count = device_count();
+    if (count <= 1) return -1;
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    const int rank = local ? std::atoi(local) : at.shape.rank_of(at.stage.rank, at.split.rank);
+    const int device = rank % count;
+    use_device(device);
+    return device;
+}
+
+// Every call starts by making the rank's device the calling thread's: the engine may drive rank
+// 0's part from another thread than the one that made it (cudaSetDevice is per thread).
 class CudaRankPart : public dist::RankPart {
 public:
     CudaRankPart(const Model& whole, const dist::RankPlace& at, dist::Communicator& group, CudaPagedOptions paged,
                  CollectivesKind kind)
-        : collectives_(make_collectives(group, kind)) {
+        : device_(use_rank_device(at)), collectives_(make_collectives(group, kind)) {
         // The shard is copied on the host, uploaded, and let go: the device holds this rank's part.
         const Model shard = dist::shard_model(whole, at.split, at.stage.first_layer, at.stage.layers);
         DeviceCollectives* c = collectives_.get();
-        paged.first_layer = at.stage.first_layer;
-        paged.share = {.vocab_begin = at.split.vocab_begin,
+        paged.share = {.first_layer = at.stage.first_layer,
+                       .vocab_begin = at.split.vocab_begin,
                        .add_across_ranks = [c](float* d_values, std::int64_t n) { c->all_reduce_sum(d_values, n); }};
         backend_ = std::make_unique<CudaPagedBackend>(shard, paged);
         const std::int64_t embedding_bytes =  // the table's rows, held but read one per token (held_weight_bytes)
@@ -41,22 +61,33 @@ public:
             kv_type() == KvType::int8 ? c.kv_dim() + 4 * std::int64_t{c.n_kv_heads} : 4 * std::int64_t{c.kv_dim()};
         return 2 * rows * row_bytes;
     }
-    void make_pool(int num_blocks, int block_size) override { backend_->allocate_pool(num_blocks, block_size); }
+    void make_pool(int num_blocks, int block_size) override {
+        on_device();
+        backend_->allocate_pool(num_blocks, block_size);
+    }
     std::int64_t pool_bytes() const override { return backend_->pool_bytes(); }
     std::vector<float> run(std::span<const serve::BatchEntry> part, std::span<const float> input, bool last) override {
+        on_device();
         const std::span<const float> out = backend_->forward_part(part, input, last);
         return {out.begin(), out.end()};
     }
     std::vector<std::byte> pack_rows(std::span<const int> table, int first, int end) const override {
+        on_device();
         return backend_->export_kv(table, first, end);
     }
     void unpack_rows(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override {
+        on_device();
         backend_->import_kv(table, first, end, bytes);
     }
     std::int64_t weight_bytes() const override { return backend_->weight_bytes(); }
     std::int64_t held_weight_bytes() const override { return held_weight_bytes_; }
 
 private:
+    void on_device() const {
+        if (device_ >= 0) use_device(device_);
+    }
+
+    int device_;                                       // first: chosen before anything is put on it; -1: the one GPU
     std::unique_ptr<DeviceCollectives> collectives_;  // before backend_: its forward passes call it
     std::unique_ptr<CudaPagedBackend> backend_;
     std::int64_t held_weight_bytes_ = 0;

@@ -25,14 +25,14 @@
 #pragma once
 
 #include "collectives.hpp"
-#include "glass/dist/parallel_paged_backend.hpp"
+#include "glass/dist/rank_part.hpp"
 #include "paged.hpp"
 
 namespace glass::cuda {
 
 // Every rank's part on its GPU, for ParallelPagedBackend's `make` argument. `paged`: the kernels,
-// weight type and KV storage of each rank's CudaPagedBackend (its first_layer and share are set
-// here); `collectives`: how a stage's tensor ranks all-reduce.
+// weight type and KV storage of each rank's CudaPagedBackend (its share, dist/rank_share.hpp, is
+// set here); `collectives`: how a stage's tensor ranks all-reduce.
 dist::MakeRankPart cuda_rank_parts(CudaPagedOptions paged = {}, CollectivesKind collectives = CollectivesKind::automatic);
 
 }  // namespace glass::cuda

@@ -218,6 +218,8 @@ const char* cudaGetErrorString(cudaError_t error);  // for emulator-found faults
 cudaError_t cudaGetLastError();                      // and clears it
 cudaError_t cudaPeekAtLastError();
 cudaError_t cudaGetDeviceCount(int* count);  // 1 (0 and cudaErrorNoDevice if GLASS_EMULATOR_NO_DEVICE=1)
+cudaError_t cudaSetDevice(int device);       // 0, the one device (else cudaErrorInvalidDevice)
+cudaError_t cudaGetDevice(int* device);      // 0
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaDeviceSynchronize();  // kernels run at launch, so there is nothing to wait for
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes);

@@ -110,6 +110,18 @@ cudaError_t cudaGetDeviceCount(int* count) {
     return cudaSuccess;
 }
 
+cudaError_t cudaSetDevice(int device) {
+    std::lock_guard lock(g_mutex);
+    if (device != 0) return report(cudaErrorInvalidDevice, "cudaSetDevice: the emulator has device 0 only, asked for " + std::to_string(device));
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+    if (!device) return report(cudaErrorInvalidValue, "cudaGetDevice: null device");
+    *device = 0;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     std::lock_guard lock(g_mutex);
     if (!prop) return report(cudaErrorInvalidValue, "cudaGetDeviceProperties: null prop");

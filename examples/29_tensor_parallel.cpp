@@ -18,7 +18,9 @@
 //      4. serving over pp 2 stages: one engine step of 8 requests cut into 1, 2 and 4 micro-batches
 //         (cut_micro_batches), each stage's idle share of the step when a stage's work is its
 //         layers × tokens, the ints that carry the batch to the other ranks (pack_batch), and
-//         whether the split backend's logits change with the number of micro-batches;
+//         whether the split backend's logits change with the number of micro-batches; the same
+//         step with each rank's part on the fast path (FastRankPart) at tp 2 and at pp 2, and the
+//         largest relative gap between its logits and the reference split's;
 //      5. disaggregated prefill/decode: bytes shipped per prompt position (kv_bytes_per_token, fp32
 //         and int8) for this model, TinyLlama 1.1B and Llama 3 8B; the prompt prefilled on rank 1,
 //         its KV and last logits shipped to rank 0 (ship_kv, receive_kv), the bytes sent, the text
@@ -43,6 +45,7 @@
 #include "args.hpp"
 #include "glass/checkpoint.hpp"
 #include "glass/dist/shard.hpp"
+#include "glass/dist/fast_rank_part.hpp"
 #include "glass/dist/kv_transfer.hpp"
 #include "glass/dist/parallel_paged_backend.hpp"
 #include "glass/dist/parallel_session.hpp"
@@ -173,17 +176,20 @@ Run tensor_parallel_run(const glass::Model& m, int tp, const std::vector<int>& p
     return run;
 }
 
-// Largest |a - b| / max|b| over every step's logits.
+// max |a - b| / max |b| over one set of logits.
+double relative_gap(std::span<const float> a, std::span<const float> b) {
+    double gap = 0, scale = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+        gap = std::max(gap, std::fabs(double(a[i]) - b[i]));
+        scale = std::max(scale, std::fabs(double(b[i])));
+    }
+    return gap / scale;
+}
+
+// The largest relative_gap over every step's logits.
 double largest_relative_gap(const Run& a, const Run& b) {
     double worst = 0;
-    for (size_t step = 0; step < b.logits.size(); ++step) {
-        double gap = 0, scale = 0;
-        for (size_t i = 0; i < b.logits[step].size(); ++i) {
-            gap = std::max(gap, std::fabs(double(a.logits[step][i]) - b.logits[step][i]));
-            scale = std::max(scale, std::fabs(double(b.logits[step][i])));
-        }
-        worst = std::max(worst, gap / scale);
-    }
+    for (size_t step = 0; step < b.logits.size(); ++step) worst = std::max(worst, relative_gap(a.logits[step], b.logits[step]));
     return worst;
 }
 
@@ -272,6 +278,25 @@ std::vector<double> stage_idle_shares(const std::vector<int>& stage_layers, cons
     return idle;
 }
 
+// One step of `batch` through the split serving backend on tp × pp thread ranks, each rank's part
+// made by `make` (empty: the CPU reference's): the logits rows rank 0 gets.
+std::vector<float> split_step_logits(const glass::Model& model, glass::dist::ParallelShape shape, int micro_batches,
+                                     const glass::dist::MakeRankPart& make, std::span<const glass::serve::BatchEntry> batch) {
+    std::vector<float> logits;
+    glass::dist::run_ranks(shape.tp * shape.pp, [&](glass::dist::Communicator& comm) {
+        glass::dist::ParallelPagedBackend b(model, comm, shape, {.micro_batches = micro_batches}, make);
+        if (comm.rank() != 0) {
+            b.follow();
+            return;
+        }
+        b.allocate_pool(16, 16);
+        const std::span<const float> l = b.forward(batch);
+        logits.assign(l.begin(), l.end());
+        b.finish();
+    });
+    return logits;
+}
+
 // 4. One engine step of 8 requests (4 prompts being prefilled, 4 decoding) through pp 2 stages.
 void show_micro_batches(const glass::Model& model) {
     const glass::ModelConfig& c = model.config;
@@ -302,20 +327,19 @@ void show_micro_batches(const glass::Model& model) {
         }
         const std::vector<double> idle = stage_idle_shares(stage_layers, mb_tokens);
         std::printf("  m = %d           %-22s %30.1f %9.1f\n", m, cuts.c_str(), 100 * idle[0], 100 * idle[1]);
-        glass::dist::run_ranks(2, [&](glass::dist::Communicator& comm) {  // the split backend itself, on threads
-            glass::dist::ParallelPagedBackend b(model, comm, {.tp = 1, .pp = 2}, {.micro_batches = m});
-            if (comm.rank() != 0) {
-                b.follow();
-                return;
-            }
-            b.allocate_pool(16, 16);
-            const std::span<const float> l = b.forward(batch);
-            logits.emplace_back(l.begin(), l.end());
-            b.finish();
-        });
+        logits.push_back(split_step_logits(model, {.tp = 1, .pp = 2}, m, {}, batch));
     }
     const bool same = logits[1] == logits[0] && logits[2] == logits[0];
     std::printf("\n  logits of the 8 requests, m = 2 and 4 vs m = 1: %s\n", same ? "identical bits" : "DIFFERENT");
+
+    // The same step with every rank's part on the fast path (dist/fast_rank_part.hpp): the grid's
+    // code is the reference's, the arithmetic FastModel's (packed panels, its own summation order).
+    std::printf("\n  the same step, each rank's part on the fast path (FastRankPart: fp32, 1 thread a rank),\n"
+                "  largest relative logit gap to the reference split's (pp 2, m = 1):\n");
+    for (const glass::dist::ParallelShape shape : {glass::dist::ParallelShape{.tp = 2, .pp = 1}, {.tp = 1, .pp = 2}}) {
+        const std::vector<float> fast = split_step_logits(model, shape, 1, glass::dist::fast_rank_parts({.threads = 1}), batch);
+        std::printf("    fast tp %d x pp %d: %.2e\n", shape.tp, shape.pp, relative_gap(fast, logits[0]));
+    }
 }
 
 // 5a. Bytes a prefill worker ships per prompt position: K and V of every layer (kv_transfer.hpp).

@@ -118,13 +118,15 @@ bool eventually(F ready, Ms timeout) {
     return true;
 }
 
-// `glass serve --port 0 FLAGS` as a child process; killed when this goes out of scope.
+// `glass serve --port 0 FLAGS` as a child process (`program`: another build of glass, such as
+// glass-emulated); killed when this goes out of scope.
 class ServerProcess {
 public:
-    explicit ServerProcess(const std::vector<std::string>& flags) : log_path_(new_path("server") + ".log") {
+    explicit ServerProcess(const std::vector<std::string>& flags, const std::string& program = glass_bin())
+        : log_path_(new_path("server") + ".log") {
         int fds[2];
         REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);  // the server gets its end as stdout; no other child inherits either
-        std::vector<std::string> args = {glass_bin(), "serve", "--port", "0"};
+        std::vector<std::string> args = {program, "serve", "--port", "0"};
         args.insert(args.end(), flags.begin(), flags.end());
         pid_ = spawn(args, fds[1], log_path_);
         ::close(fds[1]);

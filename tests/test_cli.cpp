@@ -270,7 +270,22 @@ TEST_CASE("cli: generate --rank-memory refuses one rank over the cap, naming the
     CHECK(two.exit_code == 0);
     CHECK(two.out == one.out);
     CHECK(expect_error(greedy + " --rank-memory 0", {"--rank-memory", "positive", "got 0"}).exit_code == 2);
-    CHECK(expect_error(greedy + " --rank-memory 5000000 --threads 2", {"--rank-memory", "--threads"}).exit_code == 2);
+    CHECK(expect_error(greedy + " --rank-memory 5000000 --device cuda", {"--rank-memory", "drop --device cuda"}).exit_code == 2);
+    CHECK(expect_error(greedy + " --tp 2 --precision q8 --activations int8", {"--tp", "drop --activations int8"}).exit_code == 2);
+}
+
+TEST_CASE("cli: generate --tp 2, --pp 2 and both with --threads run each rank's part on the fast path and print one process's story") {
+    const std::string greedy = " generate -p \"Once upon a time\" -n 40 --temperature 0";
+    const test::Run one = test::run(glass_cmd() + greedy);  // the reference, one process
+    REQUIRE(one.exit_code == 0);
+    for (const char* grid : {" --tp 2 --threads 1", " --pp 2 --threads 1", " --tp 2 --pp 2 --threads 1 --precision fp32"}) {
+        CAPTURE(grid);
+        const test::Run split = test::run(glass_cmd() + greedy + grid);
+        CAPTURE(split.err);
+        CHECK(split.exit_code == 0);
+        CHECK(split.out == one.out);  // greedy: the same 40 tokens
+        CHECK(split.err.find("broadcast") != std::string::npos);  // rank 0's report: each step went to the group
+    }
 }
 
 TEST_CASE("cli: a bad --kv is a usage error (exit 2) in every command that takes it") {

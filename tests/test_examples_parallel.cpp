@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "example_output.hpp"
+#include "glass/fast/fast_paged_backend.hpp"
+#include "glass/serve/paged_transformer.hpp"
 #include "test_support.hpp"
 
 namespace test_examples_parallel {  // this file's own names (tests are built in unity batches)
@@ -160,6 +162,43 @@ void check_generation(const std::string& out, int tp) {
     CHECK(per_gather.back() == double(gather));
 }
 
+// Section 4's step on one process: the logits of the 8 requests from `backend` (ids and block
+// tables drawn as the example draws them).
+std::vector<float> one_process_step(glass::serve::PagedBackend& backend) {
+    const int vocab = backend.config().vocab_size;
+    const int lengths[8] = {24, 1, 16, 1, 20, 1, 12, 1};
+    std::vector<std::vector<int>> tokens(8), tables(8);
+    std::vector<glass::serve::BatchEntry> batch;
+    for (int r = 0; r < 8; ++r) {
+        for (int t = 0; t < lengths[r]; ++t) tokens[static_cast<size_t>(r)].push_back(1 + (r * 31 + t * 7) % (vocab - 1));
+        tables[static_cast<size_t>(r)] = {2 * r, 2 * r + 1};
+        batch.push_back({.tokens = tokens[static_cast<size_t>(r)], .start = 0, .block_table = tables[static_cast<size_t>(r)]});
+    }
+    backend.allocate_pool(16, 16);
+    const std::span<const float> logits = backend.forward(batch);
+    return {logits.begin(), logits.end()};
+}
+
+// Section 4's fast parts. A pipeline stage's part runs FastModel on whole layers, so pp 2's logits
+// are one FastPagedBackend's bit for bit (test_parallel_engine): its printed gap to the reference
+// split (= one reference process's bits) is recomputed here from two one-process backends. At
+// tp 2 the partial sums add in another order: within the 1e-5 of test_parallel_engine's bound.
+void check_fast_parts(const std::string& out) {
+    glass::serve::CpuPagedBackend reference(test::shipped());
+    glass::fast::FastPagedBackend fast(test::shipped(), {.threads = 1});
+    const std::vector<float> want = one_process_step(reference), got = one_process_step(fast);
+    double gap = 0, scale = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        gap = std::max(gap, std::fabs(double(got[i]) - want[i]));
+        scale = std::max(scale, std::fabs(double(want[i])));
+    }
+    const double pp = test::number(out, "    fast tp 1 x pp 2");
+    CHECK(gap / scale > 0.0);  // another summation order: the figure is measured, not zero by construction
+    CHECK(std::abs(pp - gap / scale) <= 0.006 * gap / scale);  // printed with 3 significant digits
+    const double tp = test::number(out, "    fast tp 2 x pp 1");
+    CHECK(tp <= 1e-5);
+}
+
 // Section 4: one engine step of requests with 24 1 16 1 20 1 12 1 new tokens through pp 2 stages
 // of 3 and 2 layers. The micro-batches must cut that list in order into m pieces; each stage's
 // idle share is recomputed from the pieces by the closed form of a two-stage pipeline: stage 1
@@ -196,6 +235,7 @@ void check_micro_batches(const std::string& out) {
         if (m == 1) CHECK(std::abs(v[2] - 100.0 * double(b) / double(a + b)) <= 0.05);  // stage 0 waits for all of stage 1
     }
     CHECK(value_of(out, "  logits of the 8 requests, m = 2 and 4 vs m = 1") == "identical bits");
+    check_fast_parts(out);
 }
 
 // Section 5: bytes per prompt position from each shape's published head counts (K and V of every

@@ -771,6 +771,49 @@ TEST_CASE("serve --tp 2, --pp 2 with micro-batches (ranks as threads): glass gen
     }
 }
 
+TEST_CASE("serve --backend cuda: the GPU backend (here through the CUDA emulator, glass-emulated) serves glass "
+          "generate's greedy text, whole, at --tp 2 and at --pp 2; a glass built without CUDA refuses by name" *
+          doctest::skip(kNoCurl)) {
+    // This build's glass: without a CUDA library it refuses by name; with one but no GPU, too (a
+    // machine with a GPU would serve, so it is only asked where generate says it cannot).
+    const test::Run probe = test::run(glass_bin() + " generate --device cuda -p hi -n 1");
+    if (probe.exit_code != 0) {
+        const bool built_without = probe.err.find("built without CUDA") != std::string::npos;
+        for (const char* grid : {"", " --tp 2"}) {
+            CAPTURE(grid);
+            const test::Run plain = test::run("timeout 20 " + glass_bin() + " serve --port 0 --backend cuda" + grid + " </dev/null");
+            CHECK(plain.exit_code == 1);
+            CHECK(plain.out.empty());  // refused before listening
+            CHECK(plain.err.find(built_without ? "--backend cuda: this glass was built without CUDA" : "no CUDA device") !=
+                  std::string::npos);
+        }
+    }
+    const test::Run threads = test::run("timeout 20 " + glass_bin() + " serve --port 0 --backend cuda --threads 2 </dev/null");
+    CHECK(threads.exit_code == 2);
+    CHECK(threads.err.find("--threads applies to --backend fast, not cuda") != std::string::npos);
+
+    const std::string emulated = test::bin_dir() + "/glass-emulated";
+    if (::access(emulated.c_str(), X_OK) != 0) {
+        MESSAGE("no glass-emulated in this build (GLASS_CUDA_EMULATOR=OFF): the GPU backend's serving is not run");
+        return;
+    }
+    const std::string prompt = "Lily and Ben went to the park";
+    const json expected = generate(prompt, "--temperature 0 --max-new-tokens 24");
+    for (const auto& [grid, backend] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{}, "backend cuda, fp32 |"},
+             {{"--tp", "2"}, "backend cuda, fp32, split over tp 2"},
+             {{"--pp", "2"}, "backend cuda, fp32, split over tp 1 × pp 2"}}) {
+        CAPTURE(backend);
+        std::vector<std::string> flags = {"--backend", "cuda", "--budget", "16"};
+        flags.insert(flags.end(), grid.begin(), grid.end());
+        ServerProcess s(flags, emulated);
+        const Reply r = post(s, "/v1/completions", {{"prompt", prompt}, {"temperature", 0}, {"max_tokens", 24}});
+        REQUIRE(r.status == 200);
+        CHECK(r.json_body()["choices"][0]["text"] == expected["text"]);
+        CHECK(s.log().find(backend) != std::string::npos);
+    }
+}
+
 TEST_CASE("serve --disaggregate 1:1 (a prefill worker thread computes every prompt; with --tp 2 a grid each side): "
           "glass generate's greedy text; bad splits refused" * doctest::skip(kNoCurl)) {
     const std::string prompt = "Lily and Ben went to the park";

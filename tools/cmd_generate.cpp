@@ -31,11 +31,14 @@ namespace {
 //                                         CPU and CUDA alike)
 //   --activations fp32|int8 (CPU)         decode's inputs in int8 blocks, integer dot products
 //                                         (integer weights: q8, q4, the k-quants)
-//   --tp N (CPU reference)                every layer split over N ranks (dist/tensor_parallel.hpp)
-//   --pp N (CPU reference)                the layers dealt out to N ranks (dist/pipeline_parallel.hpp)
-//                                         both: a grid of tp × pp ranks (dist/parallel_session.hpp);
-//                                         processes under mpirun, else threads
-//   --rank-memory BYTES (CPU reference)   what one rank may hold (its weights + its KV cache): a
+//   --tp N (CPU)                          every layer split over N ranks (dist/tensor_parallel.hpp)
+//   --pp N (CPU)                          the layers dealt out to N ranks (dist/pipeline_parallel.hpp)
+//                                         both: a grid of tp × pp ranks, processes under mpirun,
+//                                         else threads; the reference split (dist/parallel_session.hpp),
+//                                         or with --threads/--precision each rank's part on the fast
+//                                         path (--threads per rank; dist/fast_rank_part.hpp, the
+//                                         sequence run by the split serving backend)
+//   --rank-memory BYTES (CPU)             what one rank may hold (its weights + its KV cache): a
 //                                         model over the cap is refused on one rank, runs on two
 struct Backend {
     std::string device = "cpu";  // cpu or cuda
@@ -47,7 +50,7 @@ struct Backend {
     int tp = 1;  // --tp: ranks of a tensor-parallel group
     int pp = 1;  // --pp: stages of a pipeline
     std::int64_t rank_memory = 0;  // --rank-memory: bytes one rank may hold; 0: no cap
-    bool on_grid = false;          // any of the three: the reference split over ranks
+    bool on_grid = false;          // any of the three: split over ranks (the reference, or fast_cpu())
 
     // Whether --device cpu means the fast CPU path rather than the plain reference.
     bool fast_cpu() const { return device == "cpu" && (threads || !precision.empty() || int8_activations); }
@@ -113,10 +116,13 @@ Backend backend_from_flags(const Flags& flags) {
     b.pp = ranks_from_flags(flags, "--pp");
     b.rank_memory = rank_memory_from_flags(flags);
     b.on_grid = flags.has("--tp") || flags.has("--pp") || flags.has("--rank-memory");
-    if (b.on_grid && (b.device != "cpu" || b.fast_cpu()))
-        throw UsageError(std::string(flags.has("--tp") ? "--tp" : flags.has("--pp") ? "--pp" : "--rank-memory") +
-                         " splits the CPU reference's layers over ranks: drop --device, --threads, --precision "
-                         "and --activations");
+    const std::string grid_flag = flags.has("--tp") ? "--tp" : flags.has("--pp") ? "--pp" : "--rank-memory";
+    if (b.on_grid && b.device != "cpu")
+        throw UsageError(grid_flag + " splits the model over CPU ranks (the reference, or the fast path with "
+                                     "--threads/--precision): drop --device cuda");
+    if (b.on_grid && b.int8_activations)
+        throw UsageError(grid_flag + " runs each rank's part on fp32 inputs (the split serving backend): drop "
+                                     "--activations int8");
     return b;
 }
 
@@ -292,12 +298,39 @@ void print_generate_json(const std::string& prompt, const Generation& g, const G
 
 
 // --tp / --pp / --rank-memory: a grid of tp × pp ranks, each with its part of the model; rank 0 runs
-// `generate_on` and reports what talking cost, the others follow its steps.
+// `generate_on` and reports what talking cost, the others follow its steps. The reference's part:
+// ParallelSession (a KV cache per rank); the fast path's: one sequence (PagedSession) through the
+// split serving backend, each rank's part a FastPagedBackend over its shard.
 void generate_on_grid(const Backend& b, const glass::Model& model,
                       const std::function<void(glass::Session&)>& generate_on) {
     const glass::dist::ParallelShape shape{.tp = b.tp, .pp = b.pp};
+    const auto report = [&](glass::dist::Communicator& comm, glass::dist::Communicator& stage_group, auto start) {
+        const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+        print_group_report(comm.counters(), stage_group.counters(), shape, seconds.count());
+    };
     run_group(shape.tp * shape.pp, "--tp " + std::to_string(shape.tp) + " --pp " + std::to_string(shape.pp),
               [&](glass::dist::Communicator& comm) {
+                  if (b.fast_cpu()) {
+                      const glass::fast::FastOptions fo{
+                          .threads = b.threads.value_or(1),
+                          .weights = b.precision.empty() ? glass::fast::WeightType::fp32
+                                                         : glass::fast::weight_type_from_string(b.precision),
+                          .kv = b.kv};
+                      glass::dist::ParallelPagedBackend backend(model, comm, shape, {.kv = b.kv, .rank_memory = b.rank_memory},
+                                                                glass::dist::fast_rank_parts(fo));
+                      if (comm.rank() != 0) {
+                          backend.follow();
+                          return;
+                      }
+                      const auto start = std::chrono::steady_clock::now();
+                      {
+                          glass::serve::PagedSession session(backend);
+                          generate_on(session);
+                      }
+                      backend.finish();
+                      report(comm, backend.stage_group(), start);
+                      return;
+                  }
                   glass::dist::ParallelSession session(model, comm, shape, {.kv = b.kv, .rank_memory = b.rank_memory});
                   if (comm.rank() != 0) {
                       session.follow();
@@ -306,8 +339,7 @@ void generate_on_grid(const Backend& b, const glass::Model& model,
                   const auto start = std::chrono::steady_clock::now();
                   generate_on(session);
                   session.finish();
-                  const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-                  print_group_report(session.communicator().counters(), session.stage_group().counters(), shape, seconds.count());
+                  report(session.communicator(), session.stage_group(), start);
               });
 }
 
@@ -330,8 +362,9 @@ int cmd_generate(int argc, char** argv) {
     // The fast CPU path packs a GGUF's or folder's matrices from their stored blocks: loaded
     // as_stored, no fp32 copy of them is made. The reference and CUDA read fp32.
     const std::string model_path = flags.get("-m", kDefaultModel);
-    glass::Model model = glass::load_model(
-        model_path, request.backend.fast_cpu() ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
+    // A split model is cut from fp32 rows (dist/shard.hpp), on the fast path too.
+    const bool as_stored = request.backend.fast_cpu() && !request.backend.on_grid;
+    glass::Model model = glass::load_model(model_path, as_stored ? glass::LoadWeights::as_stored : glass::LoadWeights::fp32);
     context_from_flags(flags, model);
     const std::unique_ptr<glass::Tokenizer> tok_owned =
         glass::load_model_tokenizer(model_path, model, flags.get("-t", ""), kDefaultTokenizer);

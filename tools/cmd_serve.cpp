@@ -1,7 +1,7 @@
 // glass serve — an OpenAI-compatible HTTP server on the batching engine.
 //
 //   glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P] [--api-key KEY]
-//               [--backend fast|reference] [--threads N] [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--kv fp32|int8]
+//               [--backend fast|reference|cuda] [--threads N] [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored] [--kv fp32|int8]
 //               [--max-queue N] [--block-size B] [--pool-blocks N] [--budget T] [--max-running N] [--no-prefix-cache]
 //               [--no-chunked-prefill] [--shutdown-timeout S] [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //               [--chat-template FILE] [--tp N] [--pp N] [--micro-batches M] [--rank-memory BYTES]
@@ -473,7 +473,9 @@ std::thread signal_thread(const sigset_t& stop_signals, Shared& s, httplib::Serv
 
 // The backend's details on the startup line: the fast path's threads and precision, or the grid.
 std::string backend_details(const BackendChoice& choice, const std::string& precision) {
-    const std::string fast = choice.name == "fast" ? ", " + std::to_string(choice.threads) + " threads, " + precision : "";
+    const std::string fast = choice.name == "fast"   ? ", " + std::to_string(choice.threads) + " threads, " + precision
+                             : choice.name == "cuda" ? ", " + precision
+                                                     : "";
     if (!choice.on_grid) return fast;
     return fast + ", split over tp " + std::to_string(choice.grid.tp) + " × pp " + std::to_string(choice.grid.pp) + " ranks, " +
            std::to_string(choice.grid_options.micro_batches) + " micro-batch(es)";

@@ -86,14 +86,16 @@ nlohmann::json describe_setup(const Bench& b, const std::string& model_name, con
                               glass::KvType kv) {
     const glass::ModelConfig& c = b.c;
     const glass::serve::EngineOptions& eo = b.eo;
-    const bool fast = b.choice.name == "fast";
+    const bool fast = b.choice.name == "fast", cuda = b.choice.name == "cuda";
+    const std::string details = fast ? ", " + std::to_string(b.choice.threads) + " threads, " + precision
+                                : cuda ? ", " + precision
+                                       : "";
     std::printf("model %s: dim %d, %d layers, vocab %d | backend %s%s, KV %s | block %d, budget %d, prefix cache %s, chunked prefill %s\n",
-                model_name.c_str(), c.dim, c.n_layers, c.vocab_size, b.choice.name.c_str(),
-                fast ? (", " + std::to_string(b.choice.threads) + " threads, " + precision).c_str() : "",
+                model_name.c_str(), c.dim, c.n_layers, c.vocab_size, b.choice.name.c_str(), details.c_str(),
                 glass::to_string(kv), eo.block_size, eo.scheduler.max_tokens_per_step, eo.prefix_caching ? "on" : "off",
                 eo.scheduler.chunked_prefill ? "on" : "off");
     nlohmann::json j = {{"model", model_name}, {"backend", b.choice.name},
-                        {"kernels", fast ? glass::fast::best_kernels().name : "eigen"},
+                        {"kernels", fast ? glass::fast::best_kernels().name : cuda ? "cuda" : "eigen"},
                         {"cpu", glass::fast::cpu_model_name()}, {"cpu_flags", glass::fast::cpu_feature_list()}, {"block_size", eo.block_size},
                         {"budget", eo.scheduler.max_tokens_per_step}, {"prefix_cache", eo.prefix_caching},
                         {"chunked_prefill", eo.scheduler.chunked_prefill}, {"kv", glass::to_string(kv)},

@@ -146,7 +146,7 @@ const Command kCommands[] = {
      "      --activations int8 (q8, q4, the k-quants): decode multiplies int8 inputs by the\n"
      "      integer weights.\n"},
     {"serve-bench", cli::cmd_serve_bench,
-     "  glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference]\n"
+     "  glass serve-bench (-m FILE | --shape NAME [--context N]) [--backend fast|reference|cuda]\n"
      "                    [--threads N] [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored]\n"
      "                    [--kv fp32|int8]\n"
      "                    [--requests N] [--rate R]\n"
@@ -174,7 +174,7 @@ const Command kCommands[] = {
     {"serve", cli::cmd_serve,
      "  glass serve [-m MODEL | --shape NAME [--context N]] [-t TOKENIZER] [--host H] [--port P]\n"
      "              [--api-key KEY]\n"
-     "              [--backend fast|reference] [--threads N]\n"
+     "              [--backend fast|reference|cuda] [--threads N]\n"
      "              [--precision fp32|fp16|bf16|q8|q4|q4_k|q5_k|q6_k|stored]\n"
      "              [--kv fp32|int8] [--max-queue N] [--block-size B] [--pool-blocks N] [--budget T]\n"
      "              [--max-running N] [--no-prefix-cache] [--no-chunked-prefill] [--shutdown-timeout S]\n"
@@ -183,7 +183,8 @@ const Command kCommands[] = {
      "      /v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
      "      GET /health. Concurrent requests share the engine's steps. Defaults: the shipped\n"
      "      model, host 127.0.0.1, port 8000 (0 = any free port; the first line on stdout is\n"
-     "      \"listening on http://HOST:PORT\"), the fast backend on every core. --api-key: the\n"
+     "      \"listening on http://HOST:PORT\"), the fast backend on every core (--backend cuda: the\n"
+     "      GPU, at --precision; reference: the plain CPU reference). --api-key: the\n"
      "      /v1 routes want \"Authorization: Bearer KEY\". --max-queue N (64): requests in\n"
      "      flight at most; the next gets 503. The model, backend and engine flags are\n"
      "      serve-bench's: --block-size B (16 positions a KV block), --pool-blocks N (0: four\n"
@@ -201,7 +202,8 @@ const Command kCommands[] = {
      "      --tp N, --pp N, --micro-batches M, --rank-memory BYTES: the backend split over a grid\n"
      "      of ranks (as generate's; mpirun processes or threads), rank 0 serving: the reference\n"
      "      by default, --backend fast for the fast path on each rank (--threads per rank; by\n"
-     "      default the cores shared out among the ranks).\n"},
+     "      default the cores shared out among the ranks), --backend cuda for each rank's part\n"
+     "      on its GPU (NCCL all-reduces between GPUs).\n"},
     {"loadgen", cli::cmd_loadgen,
      "  glass loadgen --url URL [--clients C] [--requests N] [--stream] [--json]\n"
      "                [--prompt-len P] [--max-tokens M] [--temperature T] [--seed S]\n"

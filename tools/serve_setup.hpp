@@ -3,8 +3,8 @@
 //
 //   model     -m FILE (llama2.c, GGUF or a folder) or --shape NAME: random weights of that shape,
 //             made in memory; --context N
-//   backend   --backend fast|reference (fast), --threads N (every core), --precision TYPE (what
-//             the file stores), --kv fp32|int8 (fp32)
+//   backend   --backend fast|reference|cuda (fast), --threads N (every core), --precision TYPE
+//             (what the file stores), --kv fp32|int8 (fp32); cuda: the GPU (tools/cuda_backend.hpp)
 //   engine    --block-size B (16), --pool-blocks N (0: four context windows' worth), --budget T
 //             (256 tokens a step), --max-running N (64 requests in a batch), --no-prefix-cache,
 //             --no-chunked-prefill, --draft SPEC [--draft-k K] (speculative decoding)
@@ -13,6 +13,7 @@
 //             --rank-memory BYTES (what one rank may hold); any of them: a backend split over
 //             ranks (dist/parallel_paged_backend.hpp), the reference's unless --backend fast is
 //             given (dist/fast_rank_part.hpp: --threads per rank, every core shared out by default)
+//             or --backend cuda (each rank's part on its GPU: cuda/parallel_paged.hpp)
 #pragma once
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "cuda_backend.hpp"
 #include "draft_setup.hpp"
 #include "glass/glass.hpp"
 #include "parallel_setup.hpp"
@@ -45,7 +47,7 @@ inline std::map<std::string, bool> with_engine_flags(std::map<std::string, bool>
 
 // --backend and --threads (and the ranks), checked before anything is loaded.
 struct BackendChoice {
-    std::string name;  // "fast" or "reference"
+    std::string name;  // "fast", "reference" or "cuda"
     int threads = 1;   // the fast backend's
     bool on_grid = false;  // --tp, --pp or --rank-memory: split over ranks (the reference unless --backend fast)
     glass::dist::ParallelShape grid{};
@@ -68,19 +70,28 @@ inline void grid_from_flags(const Flags& flags, BackendChoice& b) {
     if (!flags.has("--threads")) b.threads = std::max(1, b.threads / (b.grid.tp * b.grid.pp));
 }
 
-// Each rank's part of a split backend: the fast path's (--backend fast) or the reference's.
+// The GPU backend's options from the fast path's: the same precision and KV storage.
+inline CudaBackendOptions cuda_options(const glass::fast::FastOptions& fast_options) {
+    return {.precision = glass::fast::to_string(fast_options.weights), .kv = fast_options.kv};
+}
+
+// Each rank's part of a split backend: the fast path's (--backend fast), a GPU's (--backend cuda)
+// or the reference's.
 inline glass::dist::MakeRankPart rank_parts(const BackendChoice& choice, const glass::fast::FastOptions& fast_options) {
     if (choice.name == "fast") return glass::dist::fast_rank_parts(fast_options);
+    if (choice.name == "cuda") return cuda_rank_parts(cuda_options(fast_options));
     return {};
 }
 
 inline BackendChoice backend_from_flags(const Flags& flags) {
     BackendChoice b{.name = flags.get("--backend", "fast"),
                     .threads = flags.number<int>("--threads").value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))};
-    if (b.name != "fast" && b.name != "reference") throw UsageError("--backend must be fast or reference, got '" + b.name + "'");
+    if (b.name != "fast" && b.name != "reference" && b.name != "cuda")
+        throw UsageError("--backend must be fast, reference or cuda, got '" + b.name + "'");
     grid_from_flags(flags, b);
     if (b.name == "reference" && (flags.has("--threads") || flags.has("--precision")))
-        throw UsageError("--threads and --precision apply to --backend fast");
+        throw UsageError("--threads and --precision apply to --backend fast (and --precision to cuda)");
+    if (b.name == "cuda" && flags.has("--threads")) throw UsageError("--threads applies to --backend fast, not cuda");
     if (b.threads < 1 || b.threads > 256) throw UsageError("--threads must be in [1, 256], got " + std::to_string(b.threads));
     return b;
 }
@@ -142,11 +153,12 @@ inline glass::fast::FastOptions fast_options_from_flags(const Flags& flags, cons
     return fo;
 }
 
-// The backend named by --backend (already checked to be "fast" or "reference"); fast_options.kv
-// (--kv) applies to both.
+// The backend named by --backend (already checked to be "fast", "reference" or "cuda");
+// fast_options.kv (--kv) applies to all three, its weights (--precision) to fast and cuda.
 inline std::unique_ptr<glass::serve::PagedBackend> make_paged_backend(const std::string& name, const glass::Model& model,
                                                                       const glass::fast::FastOptions& fast_options) {
     if (name == "reference") return std::make_unique<glass::serve::CpuPagedBackend>(model, fast_options.kv);
+    if (name == "cuda") return make_cuda_paged_backend(model, cuda_options(fast_options));
     return std::make_unique<glass::fast::FastPagedBackend>(model, fast_options);
 }
 

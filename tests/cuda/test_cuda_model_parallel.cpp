@@ -14,6 +14,7 @@
 #include "../serve_workloads.hpp"
 #include "collectives.hpp"
 #include "cuda_model_support.hpp"
+#include "glass/dist/parallel_paged_backend.hpp"
 #include "glass/dist/thread_communicator.hpp"
 #include "parallel_paged.hpp"
 

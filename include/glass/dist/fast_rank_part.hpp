@@ -5,7 +5,7 @@
 /// In:  the whole model, a rank's place in the grid, its stage's group; FastOptions per rank.
 /// Out: the RankPart ParallelPagedBackend runs at that rank (parallel_paged_backend.hpp).
 ///
-///   FastRankPart = FastPagedBackend over shard_model's copy, told its share (fast::RankShare):
+///   FastRankPart = FastPagedBackend over shard_model's copy, told its share (RankShare):
 ///     first_layer, vocab_begin   which layers and vocabulary rows the shard holds
 ///     add_across_ranks           the group's all_reduce_sum (rank order: the same bits everywhere)
 ///   FastModel completes the embedding's, Wo's and W2's partial sums where the reference's
@@ -57,8 +57,8 @@ public:
     const fast::FastPagedBackend& backend() const { return backend_; }
 
 private:
-    static fast::RankShare share_of(const RankPlace& at, Communicator& group) {
-        fast::RankShare share{.first_layer = at.stage.first_layer, .vocab_begin = at.split.vocab_begin};
+    static RankShare share_of(const RankPlace& at, Communicator& group) {
+        RankShare share{.first_layer = at.stage.first_layer, .vocab_begin = at.split.vocab_begin};
         if (group.size() > 1)  // tensor ranks: complete the partial sums (tp 1 adds nothing)
             share.add_across_ranks = [&group](float* values, std::int64_t n) {
                 group.all_reduce_sum(std::span<float>(values, static_cast<size_t>(n)));

@@ -15,23 +15,11 @@
 /// block tables, so block b means the same positions everywhere: in rank r's pool it holds rank
 /// r's KV heads (tensor parallelism) of rank r's layers (pipeline stages).
 ///
-/// Micro-batches (pipeline stages). One batch through pp stages leaves each stage idle while the
-/// others work. Cut the batch's requests into m micro-batches and stage 0 starts the second
-/// while stage 1 runs the first:
-///
-///   m = 1:  stage 0  [ A B C D ]                            time →
-///           stage 1              [ A B C D ]       each stage idle (pp-1)/pp = 1/2 of the step
-///   m = 4:  stage 0  [A][B][C][D]
-///           stage 1     [A][B][C][D]               each stage idle (pp-1)/(m+pp-1) = 1/5
-///
-/// Requests are independent and every product runs row by row (serve/paged_transformer.hpp), so
-/// no logit depends on m: micro-batching moves work in time, never bits. StageClock measures the
-/// idle share (the bubble) each rank saw.
+/// One pass over the grid is split_paged_forward.hpp's; what each rank computes with is its
+/// RankPart (rank_part.hpp: the CPU reference, the fast path or a GPU).
 /// ```
 #pragma once
 
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -45,6 +33,8 @@
 #include "glass/dist/communicator.hpp"
 #include "glass/dist/driven_session.hpp"
 #include "glass/dist/parallel_session.hpp"
+#include "glass/dist/rank_part.hpp"
+#include "glass/dist/split_paged_forward.hpp"
 #include "glass/dist/split_shipment.hpp"
 #include "glass/serve/paged_backend.hpp"
 #include "glass/serve/paged_transformer.hpp"
@@ -88,196 +78,12 @@ inline std::vector<serve::BatchEntry> unpack_batch(std::span<const int> ints) {
     return batch;
 }
 
-/// Entries [begin, end) of a batch: one micro-batch.
-struct MicroBatch {
-    int begin = 0;
-    int end = 0;
-};
-
-/// \brief The batch's entries cut, in order, into at most `m` micro-batches of about equal token
-/// counts (never an empty one; fewer when the batch has fewer entries).
-inline std::vector<MicroBatch> cut_micro_batches(std::span<const serve::BatchEntry> batch, int m) {
-    if (m < 1) fail("micro-batches must be at least 1, not ", m);
-    const int entries = static_cast<int>(batch.size());
-    m = std::min(m, entries);
-    std::int64_t total = 0;
-    for (const serve::BatchEntry& e : batch) total += static_cast<std::int64_t>(e.tokens.size());
-    std::vector<MicroBatch> cuts;
-    std::int64_t seen = 0;
-    int begin = 0;
-    for (int e = 0; e < entries; ++e) {
-        seen += static_cast<std::int64_t>(batch[static_cast<size_t>(e)].tokens.size());
-        const int made = static_cast<int>(cuts.size());
-        const bool share_reached = seen * m >= total * (made + 1);    // this micro-batch has its share
-        const bool must_cut = entries - (e + 1) == m - (made + 1);     // one entry left per micro-batch to come
-        if (made + 1 < m && (share_reached || must_cut)) {
-            cuts.push_back({begin, e + 1});
-            begin = e + 1;
-        }
-    }
-    cuts.push_back({begin, entries});
-    return cuts;
-}
-
-/// What one rank's forward passes cost in time: `busy` from each micro-batch's input (the ids, or
-/// the stream from the stage before) to its output (the tensor-parallel all-reduces inside it
-/// count as busy), `step` from the start of a pass to its end. 1 − busy/step is the share of its
-/// passes this rank sat waiting for another stage: the pipeline's bubble.
-struct StageClock {
-    double busy_seconds = 0.0;
-    double step_seconds = 0.0;
-    std::int64_t passes = 0;
-    double idle_share() const { return step_seconds > 0.0 ? 1.0 - busy_seconds / step_seconds : 0.0; }
-};
-
-/// \brief What one rank of the grid computes with, and where its share of the KV pool lives: the
-/// CPU reference (ReferenceRankPart, below) or a GPU (cuda/parallel_paged.hpp). The part does
-/// its stage's layers on its heads and MLP units, the tensor-parallel all-reduces included (over
-/// its stage's group, given when it is made); moving the stream between stages and gathering
-/// the logits is split_paged_forward's, the same for every kind of part.
-class RankPart {
-public:
-    virtual ~RankPart() = default;
-    virtual KvType kv_type() const = 0;
-    /// Bytes make_pool(num_blocks, block_size) would hold (checked against --rank-memory first).
-    virtual std::int64_t pool_bytes_for(int num_blocks, int block_size) const = 0;
-    /// This rank's pool: num_blocks × block_size positions of its layers and KV heads.
-    virtual void make_pool(int num_blocks, int block_size) = 0;
-    virtual std::int64_t pool_bytes() const = 0;
-    /// \brief One micro-batch through this rank's layers. `input`: the stream `[N, dim]` from the
-    /// stage before; empty at stage 0, which embeds the tokens. Returns the stream `[N, dim]` for
-    /// the next stage or, when `last`, this rank's vocabulary slice of the logits of the rows
-    /// append_logit_rows names, `[r, my vocab]`.
-    virtual std::vector<float> run(std::span<const serve::BatchEntry> part, std::span<const float> input, bool last) = 0;
-    /// This rank's rows of positions first .. end-1 in its shard's shipment layout (pack_kv_rows), and back.
-    virtual std::vector<std::byte> pack_rows(std::span<const int> table, int first, int end) const = 0;
-    virtual void unpack_rows(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) = 0;
-    virtual std::int64_t weight_bytes() const = 0;       ///< what one position reads of its weights
-    virtual std::int64_t held_weight_bytes() const = 0;  ///< with its embedding rows (held_weight_bytes)
-};
-
-/// The CPU reference's part: the rank's copy of its weights (shard_model), its PagedKVPool, and
-/// transformer_block row by row (so no logit depends on the batch or its micro-batches).
-class ReferenceRankPart : public RankPart {
-public:
-    ReferenceRankPart(const Model& whole, const RankPlace& at, Communicator& group, KvType kv)
-        : at_(at), group_(group), kv_(kv), shard_(shard_model(whole, at.split, at.stage.first_layer, at.stage.layers)) {}
-
-    KvType kv_type() const override { return kv_; }
-    std::int64_t pool_bytes_for(int num_blocks, int block_size) const override {
-        return serve::PagedKVPool::bytes_for(shard_.config, num_blocks, block_size, kv_);
-    }
-    void make_pool(int num_blocks, int block_size) override {
-        pool_ = serve::PagedKVPool(shard_.config, num_blocks, block_size, kv_);
-    }
-    std::int64_t pool_bytes() const override { return pool_.bytes(); }
-    std::vector<float> run(std::span<const serve::BatchEntry> part, std::span<const float> input, bool last) override {
-        const ModelConfig& c = shard_.config;
-        std::vector<int> ids;  // the part's new tokens, stacked
-        std::vector<SequenceRows> seqs;
-        for (const serve::BatchEntry& e : part) {
-            seqs.push_back({.first = static_cast<int>(ids.size()), .count = static_cast<int>(e.tokens.size()), .start = e.start});
-            ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
-        }
-        const Eigen::Index n = static_cast<Eigen::Index>(ids.size());
-        RowMatrix x = input.empty() ? embed_split(shard_, at_.split, ids, c.embedding_scale, group_)  // [N, dim]
-                                    : RowMatrix(Eigen::Map<const RowMatrix>(input.data(), n, c.dim));
-        serve::PagedKv kv{.pool = pool_, .batch = part, .first_layer = at_.stage.first_layer};
-        stage_layers(shard_, at_, x, seqs, kv, RowOrder::row_by_row, group_);
-        if (!last) return std::vector<float>(x.data(), x.data() + x.size());
-        std::vector<int> wanted;
-        for (size_t e = 0; e < part.size(); ++e) serve::append_logit_rows(part[e], seqs[e].first, wanted);
-        RowMatrix rows(static_cast<Eigen::Index>(wanted.size()), c.dim);  // [r, dim]
-        for (size_t i = 0; i < wanted.size(); ++i) rows.row(static_cast<Eigen::Index>(i)) = x.row(wanted[i]);
-        return classify(shard_, rows, RowOrder::row_by_row);  // [r, my vocab]
-    }
-    std::vector<std::byte> pack_rows(std::span<const int> table, int first, int end) const override {
-        return serve::pack_kv_rows(pool_, table, first, end);
-    }
-    void unpack_rows(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override {
-        serve::unpack_kv_rows(pool_, table, first, end, bytes);
-    }
-    std::int64_t weight_bytes() const override { return shard_.weight_bytes; }
-    std::int64_t held_weight_bytes() const override { return dist::held_weight_bytes(shard_); }
-    const Model& shard() const { return shard_; }
-
-private:
-    RankPlace at_;
-    Communicator& group_;
-    KvType kv_;
-    Model shard_;
-    serve::PagedKVPool pool_;
-};
-
-/// The rows of `batch` whose logits are wanted (append_logit_rows), counted.
-inline size_t count_logit_rows(std::span<const serve::BatchEntry> batch) {
-    std::vector<int> wanted;
-    int first = 0;
-    for (const serve::BatchEntry& e : batch) {
-        serve::append_logit_rows(e, first, wanted);
-        first += static_cast<int>(e.tokens.size());
-    }
-    return wanted.size();
-}
-
-/// \brief One forward pass of this rank's part over a batch (every rank, the same batch), its
-/// requests in `micro_batches` groups: at rank 0 the logits rows append_logit_rows names
-/// `[n_rows, vocab]`, empty elsewhere. split_forward (parallel_session.hpp) for one sequence.
-inline std::vector<float> split_paged_forward(RankPart& rank_part, const RankPlace& at, const ModelConfig& whole,
-                                              std::span<const serve::BatchEntry> batch, int micro_batches,
-                                              Communicator& world, Communicator& group, StageClock* clock = nullptr) {
-    using Clock = std::chrono::steady_clock;
-    const auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
-    const Clock::time_point pass_start = Clock::now();
-    const PipelineStage& stage = at.stage;
-    std::vector<float> logits;  // [rows so far, vocab]: at the last stage's tensor rank 0
-    for (const MicroBatch& mb : cut_micro_batches(batch, micro_batches)) {
-        const std::span<const serve::BatchEntry> part = batch.subspan(static_cast<size_t>(mb.begin), static_cast<size_t>(mb.end - mb.begin));
-        // 1. In: the first stage embeds (inside run); a later one waits for the stream from its peer before it.
-        std::vector<float> input;
-        if (stage.rank > 0) {
-            size_t n = 0;
-            for (const serve::BatchEntry& e : part) n += e.tokens.size();
-            input.resize(n * static_cast<size_t>(whole.dim));  // [N, dim]
-            world.recv(at.shape.rank_of(stage.rank - 1, at.split.rank), std::span<float>(input));
-        }
-        const Clock::time_point busy_start = Clock::now();  // a later stage's input was waiting, not work
-        // 2. This stage's layers over the part's requests (row by row: batch-invariant bits).
-        const std::vector<float> out = rank_part.run(part, input, stage.is_last());
-        // 3. Out: the stream to the next stage, or the wanted rows' logits (vocabulary slices gathered).
-        if (!stage.is_last()) {
-            if (clock) clock->busy_seconds += seconds_since(busy_start);
-            world.send(at.shape.rank_of(stage.rank + 1, at.split.rank), std::span<const float>(out));
-            continue;
-        }
-        const std::vector<float> mine = gather_vocab_slices(out, count_logit_rows(part), at.split, whole.vocab_size, group);
-        logits.insert(logits.end(), mine.begin(), mine.end());
-        if (clock) clock->busy_seconds += seconds_since(busy_start);
-    }
-    // 4. The last stage's tensor rank 0 hands every micro-batch's logits to rank 0 at once (so it
-    //    never waits on rank 0, which is still busy with its own micro-batches).
-    const int last_stage_head = at.shape.rank_of(stage.ranks - 1, 0);
-    if (world.rank() == last_stage_head && last_stage_head != 0) world.send(0, std::span<const float>(logits));
-    if (world.rank() == 0 && last_stage_head != 0) {
-        logits.resize(count_logit_rows(batch) * static_cast<size_t>(whole.vocab_size));
-        world.recv(last_stage_head, std::span<float>(logits));
-    }
-    if (clock) {
-        clock->step_seconds += seconds_since(pass_start);
-        ++clock->passes;
-    }
-    return world.rank() == 0 ? logits : std::vector<float>{};
-}
-
 /// Options of a ParallelPagedBackend.
 struct ParallelPagedOptions {
     KvType kv = KvType::fp32;     ///< the reference part's pool (a part made by a MakeRankPart picks its own)
     int micro_batches = 1;        ///< requests per step cut into this many groups (pipeline stages)
     std::int64_t rank_memory = 0;  ///< bytes one rank may hold (weights + KV pool); 0: no cap
 };
-
-/// Makes rank `at`'s part of `whole`, its tensor-parallel all-reduces over `group` (its stage).
-using MakeRankPart = std::function<std::unique_ptr<RankPart>(const Model& whole, const RankPlace& at, Communicator& group)>;
 
 /// \brief The engine's backend over a grid of tp × pp ranks, each running a RankPart: the CPU
 /// reference's by default, a GPU's with cuda::cuda_rank_parts (cuda/parallel_paged.hpp). Rank 0

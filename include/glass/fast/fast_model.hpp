@@ -44,6 +44,7 @@
 #include "glass/checkpoint.hpp"
 #include "glass/kv_cache.hpp"
 #include "glass/mlp.hpp"
+#include "glass/dist/rank_share.hpp"
 #include "glass/fast/buffer.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/fast_weights.hpp"
@@ -66,18 +67,9 @@ struct FastOptions {
                                     // (GLASS_KERNELS if set, else the widest set this CPU runs)
 };
 
-/// \brief One rank's share of a split model (glass/dist/shard.hpp, dist/fast_rank_part.hpp): the
-/// Model given is that rank's shard, holding the whole model's layers `first_layer` .. and its
-/// vocabulary rows `[vocab_begin, vocab_begin + rows)`. `add_across_ranks` completes the three
-/// partial sums a tensor-parallel rank makes — its embedding rows (zeros for the ids other ranks
-/// hold), Wo's and W2's products — in place, on every rank of its group
-/// (dist::Communicator::all_reduce_sum). Default: one process, the whole model.
-struct RankShare {
-    int first_layer = 0;
-    int vocab_begin = 0;
-    std::function<void(float* values, std::int64_t n)> add_across_ranks = {};
-    bool split() const { return static_cast<bool>(add_across_ranks); }
-};
+/// One rank's share of a split model (dist/rank_share.hpp: its first layer, its vocabulary rows,
+/// and the all-reduce that completes its partial sums). Default: one process, the whole model.
+using dist::RankShare;
 
 inline Kernels kernels_for(const FastOptions& o) {
     if (o.portable_kernels) return portable_kernels();
