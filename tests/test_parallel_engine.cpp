@@ -379,6 +379,48 @@ TEST_CASE("fast path split: pp 2 equals one FastPagedBackend bit for bit; tp 2 a
     }
 }
 
+TEST_CASE("fast path split: once packed, a rank lets its fp32 matrices go and holds its panels, gains and embedding rows") {
+    const glass::Model& m = test::shipped();
+    const glass::ModelConfig& c = m.config;
+    std::vector<std::int64_t> held(4), packed(4), embedding(4), fp32_shard(4);
+    glass::dist::run_ranks(4, [&](Communicator& comm) {
+        ParallelPagedBackend b(m, comm, {.tp = 2, .pp = 2}, {}, glass::dist::fast_rank_parts({.threads = 1}));
+        const glass::dist::RankPlace& at = b.place();
+        const size_t r = static_cast<size_t>(comm.rank());
+        held[r] = b.part().held_weight_bytes();
+        packed[r] = b.part().weight_bytes();
+        // Besides the panels (and the gains they read every pass, in weight_bytes) the shard keeps
+        // its embedding rows, at stage 0 only.
+        embedding[r] = 4 * (at.stage.first_layer == 0 ? std::int64_t{at.split.vocab} * c.dim : 0);
+        fp32_shard[r] = glass::dist::held_weight_bytes(glass::dist::shard_model(m, at.split, at.stage.first_layer, at.stage.layers));
+        if (comm.rank() != 0) {
+            b.follow();
+            return;
+        }
+        b.finish();
+    });
+    for (size_t r = 0; r < 4; ++r) {
+        CAPTURE(r);
+        CHECK(held[r] == packed[r] + embedding[r]);
+        CHECK(held[r] < packed[r] + fp32_shard[r]);  // not the panels beside a second copy of the matrices
+    }
+}
+
+TEST_CASE("release_shard_matrices: the matrices' memory goes, the embedding rows and gains stay and read the same") {
+    const glass::Model& m = test::shipped();
+    const glass::dist::TensorSplit split = glass::dist::tensor_split(m.config, 1, 2);
+    glass::Model shard = glass::dist::shard_model(m, split);
+    const std::vector<float> embedding(shard.token_embedding, shard.token_embedding + std::int64_t{split.vocab} * m.config.dim);
+    const std::vector<float> gain(shard.layers[0].rms_att.data(), shard.layers[0].rms_att.data() + m.config.dim);
+    const std::int64_t left = glass::dist::release_shard_matrices(shard);
+    CHECK(left == 4 * (std::int64_t{split.vocab} * m.config.dim + std::int64_t{2} * m.config.dim * m.config.n_layers + m.config.dim));
+    CHECK(shard.layers[0].wq.data() == nullptr);
+    CHECK(shard.layers.back().w2.size() == 0);
+    CHECK(shard.classifier == nullptr);
+    CHECK(std::vector<float>(shard.token_embedding, shard.token_embedding + embedding.size()) == embedding);
+    CHECK(std::vector<float>(shard.layers[0].rms_att.data(), shard.layers[0].rms_att.data() + m.config.dim) == gain);
+}
+
 TEST_CASE("fast path split: llama2.c's goldens from one batched engine on tp 2, pp 2, tp 2 x pp 2") {
     const glass::Model& m = test::shipped();
     const std::vector<nlohmann::json> goldens = all_goldens();

@@ -151,13 +151,17 @@ inline void with_prefill_rank(const Disaggregation& d, const BackendChoice& choi
             backend = std::move(split);
             if (side->rank() != 0) {  // a follower of its side's grid, until that side's rank 0 finishes
                 grid->follow();
+                report_stage_clocks(*side, *grid, options.micro_batches, decode ? 0 : g, decode ? "decode" : "prefill");
                 return;
             }
         }
         if (!decode) {
             const glass::dist::DisaggregatedCounters c =
                 glass::dist::run_prefill_rank(comm, 0, *backend, eo.block_size, eo.scheduler.max_tokens_per_step);
-            if (grid) grid->finish();
+            if (grid) {
+                grid->finish();
+                report_stage_clocks(*side, *grid, choice.grid_options.micro_batches, g, "prefill");
+            }
             std::fprintf(stderr, "[rank %d, prefill] %lld prompts, %lld positions computed, %lld shipped, %.3f MB sent\n",
                          comm.rank(), static_cast<long long>(c.jobs), static_cast<long long>(c.positions),
                          static_cast<long long>(c.shipped_rows), c.shipped_bytes / 1e6);
@@ -171,7 +175,10 @@ inline void with_prefill_rank(const Disaggregation& d, const BackendChoice& choi
             eo.remote_prefill = nullptr;
             c = prefill.counters();
         }  // tells rank g to stop
-        if (grid) grid->finish();
+        if (grid) {
+            grid->finish();
+            report_stage_clocks(*side, *grid, choice.grid_options.micro_batches, 0, "decode");
+        }
         std::fprintf(stderr, "[rank 0, decode] %lld prompts prefilled by rank %d, %lld positions received, %.3f MB\n",
                      static_cast<long long>(c.jobs), g, static_cast<long long>(c.shipped_rows), c.shipped_bytes / 1e6);
     });

@@ -164,8 +164,10 @@ inline std::unique_ptr<glass::serve::PagedBackend> make_paged_backend(const std:
 
 // Every rank's StageClock, gathered at rank 0 and printed there on stderr: how much of its forward
 // passes each rank spent waiting (for the stage before it, for the logits, for the all-reduces).
+// `comm` is the grid's own group; a disaggregated side names itself (`side`: "decode", "prefill")
+// and its ranks by their number in the whole job (`first_rank` + the rank in the grid).
 inline void report_stage_clocks(glass::dist::Communicator& comm, const glass::dist::ParallelPagedBackend& backend,
-                                int micro_batches) {
+                                int micro_batches, int first_rank = 0, const std::string& side = "") {
     const glass::dist::StageClock& clock = backend.clock();
     const double mine[3] = {clock.busy_seconds, clock.step_seconds, static_cast<double>(clock.passes)};
     std::vector<double> all(comm.rank() == 0 ? 3 * static_cast<size_t>(comm.size()) : 0);
@@ -176,8 +178,9 @@ inline void report_stage_clocks(glass::dist::Communicator& comm, const glass::di
         const glass::dist::StageClock c{.busy_seconds = all[3 * static_cast<size_t>(r)],
                                         .step_seconds = all[3 * static_cast<size_t>(r) + 1],
                                         .passes = static_cast<std::int64_t>(all[3 * static_cast<size_t>(r) + 2])};
-        std::fprintf(stderr, "[rank %d: stage %d, tensor rank %d] %lld forward passes, %.1f%% of their time waiting "
-                     "(%d micro-batch%s a step)\n", r, r / shape.tp, r % shape.tp, static_cast<long long>(c.passes),
+        std::fprintf(stderr, "[rank %d%s: stage %d, tensor rank %d] %lld forward passes, %.1f%% of their time waiting "
+                     "(%d micro-batch%s a step)\n", first_rank + r, side.empty() ? "" : (", " + side).c_str(), r / shape.tp,
+                     r % shape.tp, static_cast<long long>(c.passes),
                      100.0 * c.idle_share(), micro_batches, micro_batches == 1 ? "" : "es");
     }
 }

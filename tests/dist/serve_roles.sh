@@ -48,4 +48,9 @@ serve 2 --tp 2
 grep -q 'disaggregated: decode ranks 0-1, prefill ranks 2-3' "$work/err" || { echo "no startup line naming the grids"; exit 1; }
 grep -q '\[rank 2, prefill\] 1 prompts' "$work/err" || { echo "rank 2 did not report its one prompt"; exit 1; }
 grep -q '\[rank 0, decode\] 1 prompts prefilled by rank 2' "$work/err" || { echo "rank 0 did not report"; exit 1; }
+# Each side's grid reports its ranks' forward passes and waiting (StageClock), numbered in the job.
+grep -q '\[rank 3, prefill: stage 0, tensor rank 1\] [1-9][0-9]* forward passes' "$work/err" ||
+  { echo "the prefill grid did not report its ranks' passes"; exit 1; }
+grep -q '\[rank 1, decode: stage 0, tensor rank 1\] [1-9][0-9]* forward passes' "$work/err" ||
+  { echo "the decode grid did not report its ranks' passes"; exit 1; }
 echo "tp 2 a side: served text == glass generate's; both sides reported and ended"

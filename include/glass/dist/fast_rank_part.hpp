@@ -3,13 +3,15 @@
 /// part a FastPagedBackend over its shard (packed weights, the kernel sets, threads).
 /// ```text
 /// In:  the whole model, a rank's place in the grid, its stage's group; FastOptions per rank.
-/// Out: the RankPart ParallelPagedBackend runs at that rank (parallel_paged_backend.hpp).
+/// Out: the RankPart ParallelPagedBackend runs at that rank (rank_part.hpp).
 ///
 ///   FastRankPart = FastPagedBackend over shard_model's copy, told its share (RankShare):
 ///     first_layer, vocab_begin   which layers and vocabulary rows the shard holds
 ///     add_across_ranks           the group's all_reduce_sum (rank order: the same bits everywhere)
 ///   FastModel completes the embedding's, Wo's and W2's partial sums where the reference's
 ///   PartialSums does (transformer.hpp), with the fast path's kernels and threads in between.
+///   Once the shard is packed, its fp32 matrices are let go (release_shard_matrices): a rank
+///   holds its panels plus its embedding rows, gains and biases, not two copies of its weights.
 ///
 /// Threads are per rank (FastOptions::threads): tp 2 with 1 thread each uses the cores one process
 /// with 2 threads uses. Pipeline stages alone (tp 1) run one FastPagedBackend's operations on the
@@ -22,7 +24,7 @@
 #include <span>
 #include <vector>
 
-#include "glass/dist/parallel_paged_backend.hpp"
+#include "glass/dist/rank_part.hpp"
 #include "glass/dist/shard.hpp"
 #include "glass/fast/fast_paged_backend.hpp"
 
@@ -32,7 +34,9 @@ class FastRankPart : public RankPart {
 public:
     FastRankPart(const Model& whole, const RankPlace& at, Communicator& group, fast::FastOptions options)
         : shard_(shard_model(whole, at.split, at.stage.first_layer, at.stage.layers)),
-          backend_(shard_, options, share_of(at, group)) {}
+          backend_(shard_, options, share_of(at, group)) {
+        release_shard_matrices(shard_);  // packed now: the fp32 matrices go
+    }
 
     KvType kv_type() const override { return backend_.kv_type(); }
     std::int64_t pool_bytes_for(int num_blocks, int block_size) const override {
@@ -51,9 +55,13 @@ public:
         backend_.import_kv(table, first, end, bytes);
     }
     std::int64_t weight_bytes() const override { return backend_.weight_bytes(); }
-    /// The packed panels and the shard's own fp32 copy, which stays beside them (the embedding
-    /// rows, norm gains and biases are read from it).
-    std::int64_t held_weight_bytes() const override { return dist::held_weight_bytes(shard_) + backend_.weight_bytes(); }
+    /// What the rank holds once its shard's matrices are let go: the packed panels with the norm
+    /// gains and biases (weight_bytes: read from the shard every pass), and the shard's embedding
+    /// rows (read one per token).
+    std::int64_t held_weight_bytes() const override {
+        const ModelConfig& c = shard_.config;
+        return backend_.weight_bytes() + (shard_.token_embedding ? std::int64_t{4} * c.vocab_size * c.dim : 0);
+    }
     const fast::FastPagedBackend& backend() const { return backend_; }
 
 private:

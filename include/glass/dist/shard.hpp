@@ -30,6 +30,7 @@
 
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "glass/checkpoint.hpp"
@@ -177,6 +178,33 @@ inline Model shard_model(const Model& m, const TensorSplit& s, int first_layer =
     r.weight_bytes = 4 * (floats - embedding_floats);
     r.storage = storage;
     return r;
+}
+
+/// \brief Lets go of a shard's matrices (Wq .. W3 of every layer, the classifier) once another
+/// copy of them serves the rank — the fast path's packed panels (dist/fast_rank_part.hpp) —
+/// keeping what is still read from the shard: the embedding rows, norm gains and biases. The
+/// matrix views become empty (null, 0 × 0) and `classifier` null. Returns the bytes the shard
+/// still holds. `shard` must be shard_model's (its storage is a detail::ShardStorage).
+inline std::int64_t release_shard_matrices(Model& shard) {
+    auto* st = static_cast<detail::ShardStorage*>(const_cast<void*>(shard.storage.get()));
+    const auto release = [&](const float* data) {
+        for (std::vector<float>& piece : st->pieces)
+            if (!piece.empty() && piece.data() == data) {
+                std::vector<float>().swap(piece);  // its memory back, not just its size
+                return;
+            }
+        fail("release_shard_matrices: a matrix that is not the shard's own copy (not a shard_model result?)");
+    };
+    for (LayerWeights& w : shard.layers)
+        for (ConstMatrixMap* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3}) {
+            release(m->data());
+            new (m) ConstMatrixMap(nullptr, 0, 0);  // Eigen's way to re-seat a Map
+        }
+    if (shard.classifier) release(shard.classifier);
+    shard.classifier = nullptr;
+    std::int64_t floats = 0;
+    for (const std::vector<float>& piece : st->pieces) floats += static_cast<std::int64_t>(piece.size());
+    return 4 * floats;
 }
 
 }  // namespace glass::dist

@@ -164,7 +164,9 @@ private:
         // The panels now hold every weight: the file's pages need not stay in this process.
         for (const Source& s : sources)
             if (s.stored.bytes && s.stored.in_file) release_file_pages(s.stored.bytes, static_cast<size_t>(ggml_bytes(s.stored.type, std::int64_t{s.rows} * s.cols)));
-        weight_bytes_ = 4 * std::int64_t{c_.dim};  // the final norm; each layer's norms and biases, fp32:
+        weight_bytes_ = model.rms_final ? 4 * std::int64_t{c_.dim} : 0;  // the final norm (a pipeline stage
+                                                                          // before the last has none);
+                                                                          // each layer's norms and biases, fp32:
         for (const LayerWeights& src : model.layers)
             for (const ConstVectorMap* v : {&src.rms_att, &src.rms_ffn, &src.bq, &src.bk, &src.bv, &src.q_norm,
                                             &src.k_norm, &src.post_attention_norm, &src.post_mlp_norm})
