@@ -297,49 +297,60 @@ void print_generate_json(const std::string& prompt, const Generation& g, const G
 }
 
 
+// Rank 0's report on stderr: what talking cost over the `seconds` the generation took.
+void report_talk(const Backend& b, glass::dist::Communicator& world, glass::dist::Communicator& stage_group,
+                 std::chrono::steady_clock::time_point start) {
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+    print_group_report(world.counters(), stage_group.counters(), {.tp = b.tp, .pp = b.pp}, seconds.count());
+}
+
+// The reference split: a ParallelSession on every rank (its heads of its layers, its KV cache).
+void generate_on_reference_rank(const Backend& b, const glass::Model& model, glass::dist::Communicator& comm,
+                                const std::function<void(glass::Session&)>& generate_on) {
+    glass::dist::ParallelSession session(model, comm, {.tp = b.tp, .pp = b.pp}, {.kv = b.kv, .rank_memory = b.rank_memory});
+    if (comm.rank() != 0) {
+        session.follow();
+        return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    generate_on(session);
+    session.finish();
+    report_talk(b, session.communicator(), session.stage_group(), start);
+}
+
+// The fast path split: the one sequence (a PagedSession at rank 0) through the split serving
+// backend, each rank's part a FastPagedBackend over its shard (dist/fast_rank_part.hpp).
+void generate_on_fast_rank(const Backend& b, const glass::Model& model, glass::dist::Communicator& comm,
+                           const std::function<void(glass::Session&)>& generate_on) {
+    const glass::fast::FastOptions fo{.threads = b.threads.value_or(1),
+                                      .weights = b.precision.empty() ? glass::fast::WeightType::fp32
+                                                                     : glass::fast::weight_type_from_string(b.precision),
+                                      .kv = b.kv};
+    glass::dist::ParallelPagedBackend backend(model, comm, {.tp = b.tp, .pp = b.pp}, {.kv = b.kv, .rank_memory = b.rank_memory},
+                                              glass::dist::fast_rank_parts(fo));
+    if (comm.rank() != 0) {
+        backend.follow();
+        return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    {
+        glass::serve::PagedSession session(backend);
+        generate_on(session);
+    }
+    backend.finish();
+    report_talk(b, comm, backend.stage_group(), start);
+}
+
 // --tp / --pp / --rank-memory: a grid of tp × pp ranks, each with its part of the model; rank 0 runs
-// `generate_on` and reports what talking cost, the others follow its steps. The reference's part:
-// ParallelSession (a KV cache per rank); the fast path's: one sequence (PagedSession) through the
-// split serving backend, each rank's part a FastPagedBackend over its shard.
+// `generate_on` and reports what talking cost, the others follow its steps.
 void generate_on_grid(const Backend& b, const glass::Model& model,
                       const std::function<void(glass::Session&)>& generate_on) {
-    const glass::dist::ParallelShape shape{.tp = b.tp, .pp = b.pp};
-    const auto report = [&](glass::dist::Communicator& comm, glass::dist::Communicator& stage_group, auto start) {
-        const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-        print_group_report(comm.counters(), stage_group.counters(), shape, seconds.count());
-    };
-    run_group(shape.tp * shape.pp, "--tp " + std::to_string(shape.tp) + " --pp " + std::to_string(shape.pp),
+    run_group(b.tp * b.pp, "--tp " + std::to_string(b.tp) + " --pp " + std::to_string(b.pp),
               [&](glass::dist::Communicator& comm) {
-                  if (b.fast_cpu()) {
-                      const glass::fast::FastOptions fo{
-                          .threads = b.threads.value_or(1),
-                          .weights = b.precision.empty() ? glass::fast::WeightType::fp32
-                                                         : glass::fast::weight_type_from_string(b.precision),
-                          .kv = b.kv};
-                      glass::dist::ParallelPagedBackend backend(model, comm, shape, {.kv = b.kv, .rank_memory = b.rank_memory},
-                                                                glass::dist::fast_rank_parts(fo));
-                      if (comm.rank() != 0) {
-                          backend.follow();
-                          return;
-                      }
-                      const auto start = std::chrono::steady_clock::now();
-                      {
-                          glass::serve::PagedSession session(backend);
-                          generate_on(session);
-                      }
-                      backend.finish();
-                      report(comm, backend.stage_group(), start);
-                      return;
-                  }
-                  glass::dist::ParallelSession session(model, comm, shape, {.kv = b.kv, .rank_memory = b.rank_memory});
-                  if (comm.rank() != 0) {
-                      session.follow();
-                      return;
-                  }
-                  const auto start = std::chrono::steady_clock::now();
-                  generate_on(session);
-                  session.finish();
-                  report(session.communicator(), session.stage_group(), start);
+                  if (b.fast_cpu())
+                      generate_on_fast_rank(b, model, comm, generate_on);
+                  else
+                      generate_on_reference_rank(b, model, comm, generate_on);
               });
 }
 
