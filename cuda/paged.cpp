@@ -116,6 +116,14 @@ void CudaPagedBackend::allocate_pool(int num_blocks, int block_size) {
     block_size_ = block_size;
 }
 
+// K and V rows of the model's layers and KV heads: fp32, or int8 codes and one fp32 scale per KV head.
+std::int64_t CudaPagedBackend::pool_bytes_for(int num_blocks, int block_size) const {
+    const std::int64_t rows = std::int64_t{config_.n_layers} * num_blocks * block_size;
+    const std::int64_t row_bytes = options_.kv == KvType::int8 ? config_.kv_dim() + 4 * std::int64_t{config_.n_kv_heads}
+                                                               : 4 * std::int64_t{config_.kv_dim()};
+    return 2 * rows * row_bytes;
+}
+
 std::int64_t CudaPagedBackend::pool_bytes() const {
     return static_cast<std::int64_t>(keys_.bytes() + values_.bytes() + key_scales_.bytes() + value_scales_.bytes());
 }

@@ -85,6 +85,7 @@ public:
     const ModelConfig& config() const override { return config_; }
     void allocate_pool(int num_blocks, int block_size) override;
     std::int64_t pool_bytes() const override;  // K, V and (int8) their scales, as allocated
+    std::int64_t pool_bytes_for(int num_blocks, int block_size) const;  // what allocate_pool would allocate
     KvType kv_type() const override { return options_.kv; }
     std::span<const float> forward(std::span<const serve::BatchEntry> batch) override;
     std::int64_t weight_bytes() const override { return weights_.bytes_per_forward; }

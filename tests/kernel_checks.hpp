@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -348,6 +349,46 @@ inline void check_dequantize_rows(const Kernels& k) {
         CHECK(equal);
         CHECK(std::all_of(got.end() - 16, got.end(), [](float v) { return v == 7.0f; }));
     }
+}
+
+// Decode's x in int8 blocks (quantize_int8): the same bytes, scales and Σ q as
+// quantize_activations with the sums added in order, for lengths with a partial last block,
+// blocks whose x / dx lands exactly on a half (ties go to the even integer, as std::nearbyint),
+// a block of zeros, and blocks holding NaN or ±inf (dx = NaN, q = 0). Bytes past the blocks are
+// never written.
+inline void check_quantize_int8(const Kernels& k) {
+    CAPTURE(std::string(k.name));
+    std::vector<float> x = random_vector(2051, 31);
+    // block 1: max 127, so dx = 1 exactly and these halves are ties: 2.5 -> 2, -3.5 -> -4, 0.5 -> 0
+    for (int i = 32; i < 64; ++i) x[std::size_t(i)] = float(i % 7) - 3.5f + float(i % 2);
+    x[32] = 127.0f, x[33] = 2.5f, x[34] = -3.5f, x[35] = 0.5f, x[36] = -0.5f, x[37] = 126.5f;
+    std::fill(x.begin() + 64, x.begin() + 96, 0.0f);                 // block 2: zeros
+    x[100] = std::numeric_limits<float>::quiet_NaN();                 // block 3
+    x[140] = -std::numeric_limits<float>::infinity();                 // block 4
+    for (int n : {1, 7, 31, 32, 33, 64, 96, 160, 768, 2051}) {
+        CAPTURE(n);
+        const int blocks = (n + 31) / 32;
+        std::vector<std::int8_t> want_q(static_cast<std::size_t>(blocks) * 32 + 8, 99), got_q = want_q;
+        const std::size_t n_blocks = static_cast<std::size_t>(blocks);
+        std::vector<float> want_s(n_blocks), got_s(n_blocks);
+        std::vector<std::int32_t> want_sum(n_blocks), got_sum(n_blocks, -1);
+        glass::quantize_activations(x.data(), n, want_q.data(), want_s.data());
+        for (int b = 0; b < blocks; ++b)
+            for (int i = 0; i < 32; ++i) want_sum[std::size_t(b)] += want_q[std::size_t(b * 32 + i)];
+        k.quantize_int8(x.data(), n, got_q.data(), got_s.data(), got_sum.data());
+        CHECK(got_q == want_q);  // the 8 bytes past the blocks keep 99 in both
+        CHECK(got_sum == want_sum);
+        bool scales_equal = true;
+        for (std::size_t b = 0; b < want_s.size(); ++b)
+            scales_equal = scales_equal && (std::isnan(want_s[b]) ? std::isnan(got_s[b]) : got_s[b] == want_s[b]);
+        CHECK(scales_equal);
+    }
+    // The ties above are ties: dx = 1, and the reference rounds them to even.
+    std::vector<std::int8_t> q(64);
+    std::vector<float> s(2);
+    glass::quantize_activations(x.data(), 64, q.data(), s.data());
+    CHECK(s[1] == 1.0f);
+    CHECK((q[33] == 2 && q[34] == -4 && q[35] == 0 && q[36] == 0 && q[37] == 126));
 }
 
 // Prefill attention tiles (attention_scores, attention_mix) for every row count up to a tile's,

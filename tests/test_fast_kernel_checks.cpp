@@ -37,6 +37,11 @@ TEST_CASE("kernels: dequantize_rows gives dequantize_kv_row's values bit for bit
     kernel_checks::check_dequantize_rows(glass::fast::portable_kernels());
 }
 
+TEST_CASE("kernels: quantize_int8 gives quantize_activations' bytes, scales and sums (ties, zeros, NaN and inf blocks)") {
+    for (const Kernels& k : simd_sets()) kernel_checks::check_quantize_int8(k);
+    kernel_checks::check_quantize_int8(glass::fast::portable_kernels());
+}
+
 TEST_CASE("kernels: each vector set's probes sum what they read and run their FMA chains") {
     for (const Kernels& k : simd_sets()) kernel_checks::check_probes(k);
 }

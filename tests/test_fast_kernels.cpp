@@ -545,6 +545,35 @@ void add_row_ops(std::vector<Case>& cases) {
         add_softmax_silu(cases, n);
         add_exp_shift(cases, n);
     }
+    // Decode's x in int8 blocks: the bytes, then the scales, then the sums, all exact (the same
+    // division and rounding). NaN and inf blocks: kernel_checks::check_quantize_int8.
+    for (int n : {33, 768, 2051}) {
+        cases.push_back({"quantize_int8", fmt("n=%d", n), "int8 x", 0.0, [n](std::uint64_t seed) {
+            auto x = std::make_shared<std::vector<float>>(random_vector(std::size_t(n), seed));
+            auto quantized = [n](const std::vector<float>& in, auto quantize) {
+                const std::size_t blocks = static_cast<std::size_t>((n + 31) / 32);
+                std::vector<std::int8_t> q(blocks * 32);
+                std::vector<float> scales(blocks);
+                std::vector<std::int32_t> sums(blocks);
+                quantize(in.data(), q.data(), scales.data(), sums.data());
+                std::vector<float> out(q.begin(), q.end());
+                out.insert(out.end(), scales.begin(), scales.end());
+                out.insert(out.end(), sums.begin(), sums.end());
+                return out;
+            };
+            return Prepared{[=](const Kernels& k) {
+                return Output{quantized(*x, [&](const float* in, std::int8_t* q, float* sc, std::int32_t* su) {
+                    k.quantize_int8(in, n, q, sc, su);
+                })};
+            }, [=] {
+                return quantized(*x, [&](const float* in, std::int8_t* q, float* sc, std::int32_t* su) {
+                    glass::quantize_activations(in, n, q, sc);
+                    for (int b = 0; b * 32 < n; ++b)
+                        for (int i = 0; i < 32; ++i) su[b] += q[b * 32 + i];
+                });
+            }};
+        }});
+    }
     // e^x itself over the clamp's whole range, value by value (a shift of 0).
     Case e{"exp_shift: e^x", "x in [-80, 80] by 0.37", "fp32", 1e-6, [](std::uint64_t) {
         auto x = std::make_shared<std::vector<float>>();

@@ -419,6 +419,10 @@ TEST_CASE("release_shard_matrices: the matrices' memory goes, the embedding rows
     CHECK(shard.classifier == nullptr);
     CHECK(std::vector<float>(shard.token_embedding, shard.token_embedding + embedding.size()) == embedding);
     CHECK(std::vector<float>(shard.layers[0].rms_att.data(), shard.layers[0].rms_att.data() + m.config.dim) == gain);
+    // A model that is not a shard's own copy (here: the shipped model, its storage the file's) is refused.
+    glass::Model whole = m;
+    CHECK_THROWS_WITH_AS(glass::dist::release_shard_matrices(whole), doctest::Contains("not a shard_model copy"), glass::Error);
+    CHECK(whole.layers[0].wq.data() == m.layers[0].wq.data());
 }
 
 TEST_CASE("fast path split: llama2.c's goldens from one batched engine on tp 2, pp 2, tp 2 x pp 2") {

@@ -473,11 +473,9 @@ std::thread signal_thread(const sigset_t& stop_signals, Shared& s, httplib::Serv
 
 // The backend's details on the startup line: the fast path's threads and precision, or the grid.
 std::string backend_details(const BackendChoice& choice, const std::string& precision) {
-    const std::string fast = choice.name == "fast"   ? ", " + std::to_string(choice.threads) + " threads, " + precision
-                             : choice.name == "cuda" ? ", " + precision
-                                                     : "";
-    if (!choice.on_grid) return fast;
-    return fast + ", split over tp " + std::to_string(choice.grid.tp) + " × pp " + std::to_string(choice.grid.pp) + " ranks, " +
+    const std::string words = backend_words(choice, precision);
+    if (!choice.on_grid) return words;
+    return words + ", split over tp " + std::to_string(choice.grid.tp) + " × pp " + std::to_string(choice.grid.pp) + " ranks, " +
            std::to_string(choice.grid_options.micro_batches) + " micro-batch(es)";
 }
 

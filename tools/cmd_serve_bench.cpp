@@ -87,9 +87,7 @@ nlohmann::json describe_setup(const Bench& b, const std::string& model_name, con
     const glass::ModelConfig& c = b.c;
     const glass::serve::EngineOptions& eo = b.eo;
     const bool fast = b.choice.name == "fast", cuda = b.choice.name == "cuda";
-    const std::string details = fast ? ", " + std::to_string(b.choice.threads) + " threads, " + precision
-                                : cuda ? ", " + precision
-                                       : "";
+    const std::string details = backend_words(b.choice, precision);
     std::printf("model %s: dim %d, %d layers, vocab %d | backend %s%s, KV %s | block %d, budget %d, prefix cache %s, chunked prefill %s\n",
                 model_name.c_str(), c.dim, c.n_layers, c.vocab_size, b.choice.name.c_str(), details.c_str(),
                 glass::to_string(kv), eo.block_size, eo.scheduler.max_tokens_per_step, eo.prefix_caching ? "on" : "off",
@@ -100,10 +98,8 @@ nlohmann::json describe_setup(const Bench& b, const std::string& model_name, con
                         {"budget", eo.scheduler.max_tokens_per_step}, {"prefix_cache", eo.prefix_caching},
                         {"chunked_prefill", eo.scheduler.chunked_prefill}, {"kv", glass::to_string(kv)},
                         {"kv_bytes_per_token", glass::kv_bytes_per_token(c, kv)}};
-    if (fast) {
-        j["threads"] = b.choice.threads;
-        j["precision"] = precision;
-    }
+    if (fast) j["threads"] = b.choice.threads;
+    if (fast || cuda) j["precision"] = precision;
     if (b.choice.on_grid) {  // --tp/--pp: the backend over a grid of ranks (this is rank 0)
         std::printf("ranks: tp %d × pp %d, %d micro-batch(es) per step\n", b.choice.grid.tp, b.choice.grid.pp,
                     b.choice.grid_options.micro_batches);

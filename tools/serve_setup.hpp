@@ -54,6 +54,14 @@ struct BackendChoice {
     glass::dist::ParallelPagedOptions grid_options{};  // micro-batches, rank memory (kv: --kv)
 };
 
+// What the startup lines say after the backend's name: ", 2 threads, q4" (fast), ", q4" (cuda),
+// nothing for the reference (it has no threads or precision to choose).
+inline std::string backend_words(const BackendChoice& b, const std::string& precision) {
+    if (b.name == "fast") return ", " + std::to_string(b.threads) + " threads, " + precision;
+    if (b.name == "cuda") return ", " + precision;
+    return "";
+}
+
 // --tp, --pp, --micro-batches, --rank-memory into `b`; any of them picks the reference backend,
 // split, unless --backend fast asks for the fast path's (whose ranks then share the cores out,
 // unless --threads says how many each).

@@ -185,6 +185,7 @@ TEST_CASE("CudaPagedBackend with an int8 pool: every step's logits near CpuPaged
         CHECK(both.worst <= kInt8);
         CHECK(both.rows > both.steps);
         CHECK(gpu.pool_bytes() == 24 * 5 * glass::kv_bytes_per_token(m.config, glass::KvType::int8));
+        CHECK(gpu.pool_bytes_for(24, 5) == gpu.pool_bytes());  // what it would allocate is what it did
     }
     // Through a PagedSession, the pool's type and bytes are the session's.
     gc::CudaPagedOptions options;
@@ -311,6 +312,7 @@ TEST_CASE("CudaPagedBackend refuses what it cannot do, naming it") {
     CHECK_THROWS_WITH_AS(gpu.forward({&entry, 1}), doctest::Contains("allocate_pool"), glass::Error);
     gpu.allocate_pool(4, 4);
     CHECK(gpu.pool_bytes() == 2 * std::int64_t{m.config.n_layers} * 4 * 4 * m.config.kv_dim() * 4);
+    CHECK(gpu.pool_bytes_for(4, 4) == gpu.pool_bytes());
     CHECK(gpu.forward({&entry, 1}).size() == std::size_t(m.config.vocab_size));
     const std::vector<int> outside = {4};
     const glass::serve::BatchEntry bad_block{.tokens = tokens, .start = 0, .block_table = outside};

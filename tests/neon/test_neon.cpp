@@ -92,6 +92,11 @@ TEST_CASE("kernels: dequantize_rows gives dequantize_kv_row's values bit for bit
     kernel_checks::check_dequantize_rows(glass::fast::portable_kernels());
 }
 
+TEST_CASE("kernels: quantize_int8 gives quantize_activations' bytes, scales and sums (ties, zeros, NaN and inf blocks)") {
+    for (const Kernels& k : vector_sets()) kernel_checks::check_quantize_int8(k);
+    kernel_checks::check_quantize_int8(glass::fast::portable_kernels());
+}
+
 TEST_CASE("kernels: prefill attention tiles equal the plain loops (tails in rows, keys, head_dim)") {
     for (const Kernels& fast : vector_sets()) kernel_checks::check_prefill_attention(fast);
 }

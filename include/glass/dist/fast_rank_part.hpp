@@ -5,7 +5,8 @@
 /// In:  the whole model, a rank's place in the grid, its stage's group; FastOptions per rank.
 /// Out: the RankPart ParallelPagedBackend runs at that rank (rank_part.hpp).
 ///
-///   FastRankPart = FastPagedBackend over shard_model's copy, told its share (RankShare):
+///   FastRankPart = FastPagedBackend over shard_model's copy (run, pool and K/V shipments as
+///                  BackendRankPart passes them, rank_part.hpp), told its share (RankShare):
 ///     first_layer, vocab_begin   which layers and vocabulary rows the shard holds
 ///     add_across_ranks           the group's all_reduce_sum (rank order: the same bits everywhere)
 ///   FastModel completes the embedding's, Wo's and W2's partial sums where the reference's
@@ -30,31 +31,15 @@
 
 namespace glass::dist {
 
-class FastRankPart : public RankPart {
+class FastRankPart : public BackendRankPart<fast::FastPagedBackend> {
 public:
     FastRankPart(const Model& whole, const RankPlace& at, Communicator& group, fast::FastOptions options)
         : shard_(shard_model(whole, at.split, at.stage.first_layer, at.stage.layers)),
           backend_(shard_, options, share_of(at, group)) {
         release_shard_matrices(shard_);  // packed now: the fp32 matrices go
+        attach(backend_);
     }
 
-    KvType kv_type() const override { return backend_.kv_type(); }
-    std::int64_t pool_bytes_for(int num_blocks, int block_size) const override {
-        return backend_.pool_bytes_for(num_blocks, block_size);
-    }
-    void make_pool(int num_blocks, int block_size) override { backend_.allocate_pool(num_blocks, block_size); }
-    std::int64_t pool_bytes() const override { return backend_.pool_bytes(); }
-    std::vector<float> run(std::span<const serve::BatchEntry> part, std::span<const float> input, bool last) override {
-        const std::span<const float> out = backend_.forward_part(part, input, last);
-        return {out.begin(), out.end()};
-    }
-    std::vector<std::byte> pack_rows(std::span<const int> table, int first, int end) const override {
-        return backend_.export_kv(table, first, end);
-    }
-    void unpack_rows(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override {
-        backend_.import_kv(table, first, end, bytes);
-    }
-    std::int64_t weight_bytes() const override { return backend_.weight_bytes(); }
     /// What the rank holds once its shard's matrices are let go: the packed panels with the norm
     /// gains and biases (weight_bytes: read from the shard every pass), and the shard's embedding
     /// rows (read one per token).

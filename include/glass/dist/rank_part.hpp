@@ -7,10 +7,11 @@
 /// Out: the stream [N, dim] for the next stage or, at the last stage, this rank's vocabulary
 ///      slice of the logits rows the batch wants [r, my vocab].
 ///
-///   RankPart              the interface split_paged_forward (split_paged_forward.hpp) drives
-///   ├─ ReferenceRankPart  below: the CPU reference, transformer_block row by row
-///   ├─ FastRankPart       dist/fast_rank_part.hpp: a FastPagedBackend over the shard
-///   └─ CudaRankPart       cuda/parallel_paged.hpp: a CudaPagedBackend over the shard
+///   RankPart                the interface split_paged_forward (split_paged_forward.hpp) drives
+///   ├─ ReferenceRankPart    below: the CPU reference, transformer_block row by row
+///   └─ BackendRankPart<B>   below: a paged backend's forward_part, export_kv and import_kv
+///      ├─ FastRankPart      dist/fast_rank_part.hpp: a FastPagedBackend over the shard
+///      └─ CudaRankPart      cuda/parallel_paged.cpp: a CudaPagedBackend over the shard, on its GPU
 /// ```
 /// Every part does its stage's layers on its own heads and MLP units, the tensor-parallel
 /// all-reduces inside them included (over its stage's group, given when the part is made).
@@ -57,6 +58,48 @@ public:
     virtual void unpack_rows(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) = 0;
     virtual std::int64_t weight_bytes() const = 0;       ///< what one position reads of its weights
     virtual std::int64_t held_weight_bytes() const = 0;  ///< with its embedding rows (held_weight_bytes)
+};
+
+/// \brief A part that is a paged backend run one stage at a time (fast::FastPagedBackend,
+/// cuda::CudaPagedBackend): `run` is its forward_part, pack_rows / unpack_rows its export_kv /
+/// import_kv, the pool its own. The derived part owns the backend and whatever must outlive it
+/// (the shard it reads, a GPU's collectives), attaches it once made, and says what it holds.
+/// `enter` runs before each call that reaches the backend: a GPU rank makes its device the
+/// calling thread's there (the engine may drive rank 0 from another thread than the one that
+/// made it).
+template <typename Backend>
+class BackendRankPart : public RankPart {
+public:
+    KvType kv_type() const override { return attached_->kv_type(); }
+    std::int64_t pool_bytes_for(int num_blocks, int block_size) const override {
+        return attached_->pool_bytes_for(num_blocks, block_size);
+    }
+    void make_pool(int num_blocks, int block_size) override {
+        enter();
+        attached_->allocate_pool(num_blocks, block_size);
+    }
+    std::int64_t pool_bytes() const override { return attached_->pool_bytes(); }
+    std::vector<float> run(std::span<const serve::BatchEntry> part, std::span<const float> input, bool last) override {
+        enter();
+        const std::span<const float> out = attached_->forward_part(part, input, last);
+        return {out.begin(), out.end()};
+    }
+    std::vector<std::byte> pack_rows(std::span<const int> table, int first, int end) const override {
+        enter();
+        return attached_->export_kv(table, first, end);
+    }
+    void unpack_rows(std::span<const int> table, int first, int end, std::span<const std::byte> bytes) override {
+        enter();
+        attached_->import_kv(table, first, end, bytes);
+    }
+    std::int64_t weight_bytes() const override { return attached_->weight_bytes(); }
+
+protected:
+    void attach(Backend& backend) { attached_ = &backend; }
+    virtual void enter() const {}
+
+private:
+    Backend* attached_ = nullptr;  // owned by the derived part
 };
 
 /// The CPU reference's part: the rank's copy of its weights (shard_model), its PagedKVPool, and

@@ -114,6 +114,12 @@ struct ShardStorage {
     ConstVectorMap whole(const ConstVectorMap& v) { return segment(v, 0, v.size()); }
 };
 
+/// What a shard's storage is deleted by: its type marks a Model's storage as a ShardStorage, so
+/// release_shard_matrices can ask (std::get_deleter) before it looks inside.
+struct ShardStorageDeleter {
+    void operator()(ShardStorage* st) const { delete st; }
+};
+
 }  // namespace detail
 
 /// \brief Rank `s.rank`'s own copy of its slice of `m`: the layers cut as drawn above, the
@@ -134,7 +140,7 @@ inline Model shard_model(const Model& m, const TensorSplit& s, int first_layer =
     if (layers < 0) layers = c.n_layers - first_layer;
     if (first_layer < 0 || layers < 1 || first_layer + layers > c.n_layers)
         fail("layers ", first_layer, " .. ", first_layer + layers - 1, " are not inside the model's ", c.n_layers);
-    auto storage = std::make_shared<detail::ShardStorage>();
+    const std::shared_ptr<detail::ShardStorage> storage(new detail::ShardStorage, detail::ShardStorageDeleter{});
     detail::ShardStorage& st = *storage;
     Model r;
     r.config = shard_config(c, s);
@@ -184,8 +190,10 @@ inline Model shard_model(const Model& m, const TensorSplit& s, int first_layer =
 /// copy of them serves the rank — the fast path's packed panels (dist/fast_rank_part.hpp) —
 /// keeping what is still read from the shard: the embedding rows, norm gains and biases. The
 /// matrix views become empty (null, 0 × 0) and `classifier` null. Returns the bytes the shard
-/// still holds. `shard` must be shard_model's (its storage is a detail::ShardStorage).
+/// still holds. A model that is not shard_model's (its storage another kind) is refused.
 inline std::int64_t release_shard_matrices(Model& shard) {
+    if (std::get_deleter<detail::ShardStorageDeleter>(shard.storage) == nullptr)
+        fail("release_shard_matrices: the model is not a shard_model copy (its weights are not the shard's own)");
     auto* st = static_cast<detail::ShardStorage*>(const_cast<void*>(shard.storage.get()));
     const auto release = [&](const float* data) {
         for (std::vector<float>& piece : st->pieces)

@@ -171,7 +171,7 @@ public:
         const bool matvec = n == 1 && single_row_ == SingleRow::matvec;
         // With int8 activations decode's x goes into int8 blocks once, shared by every thread.
         const bool int8 = matvec && options_.int8_activations;
-        if (int8) quantize_input(products[0].x, products[0].w->cols);
+        if (int8) k_.quantize_int8(products[0].x, products[0].w->cols, x_q_.data(), x_scales_.data(), x_sums_.data());
         const Int8Vector x8{x_q_.data(), x_scales_.data(), x_sums_.data()};
         // One row needs no regrouping: a tile of one token, [cols][1], is the row itself.
         const float* xp = packed_x_;
@@ -427,16 +427,6 @@ private:
     void gate_times_up(float* gate, const float* up, int n) const {
         if (c_.mlp_activation == MlpActivation::silu) return k_.silu_mul(gate, up, n);
         for (int i = 0; i < n; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
-    }
-
-    // x [cols] -> x_q_, x_scales_ (quantize.hpp's quantize_activations) and each block's Σ q.
-    void quantize_input(const float* x, int cols) {
-        quantize_activations(x, cols, x_q_.data(), x_scales_.data());
-        for (int b = 0; b * kQuantBlock < cols; ++b) {
-            std::int32_t sum = 0;
-            for (int i = 0; i < kQuantBlock; ++i) sum += x_q_[static_cast<size_t>(b * kQuantBlock + i)];
-            x_sums_[static_cast<size_t>(b)] = sum;
-        }
     }
 
     int panels_per_item(const PackedMatrix& w) const {

@@ -43,6 +43,10 @@ struct Kernels {
     // y[r] (+)= Σ_b d_{r,b} dx_b Σ_k q_{r,k} qx_k: Q8_0/Q4_0 times int8 x   (decode, int8 activations)
     void (*matvec_int8)(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1, bool accumulate);
     const char* int8_dot;  // which matvec_int8: "avx512-vnni", "avx-vnni", "avx2", "neon-dot" or "portable"
+    // matvec_int8's x: x [n] -> q [blocks · 32] int8 (the last block padded with 0), scales
+    // [blocks] and sums [blocks] = Σ q, blocks of 32 as quantize.hpp's quantize_activations cuts
+    // and rounds them (int8.hpp), the same bytes in every set         (decode, int8 activations)
+    void (*quantize_int8)(const float* x, int n, std::int8_t* q, float* scales, std::int32_t* sums);
     // The probes (benchmark.hpp): Σ p[0..n) read front to back (n a multiple of 64, p 64-byte
     // aligned), and `iterations` rounds of 12 independent FMA chains of fma_lanes fp32 lanes
     // each (12 · fma_lanes · 2 FLOPs a round), seeded with `start` so nothing is precomputed.

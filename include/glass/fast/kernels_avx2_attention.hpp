@@ -269,6 +269,7 @@ inline Kernels kernels(bool avx_vnni) {
             .attention_scores = attention_scores, .attention_mix = attention_mix,
             .row_max = row_max, .exp_shift = exp_shift,
             .matvec_int8 = avx_vnni ? matvec_int8_vnni_all : matvec_int8_all, .int8_dot = avx_vnni ? "avx-vnni" : "avx2",
+            .quantize_int8 = quantize_int8,
             .read_sum = read_sum, .fma_chains = fma_chains, .fma_lanes = 8};
 }
 

@@ -302,6 +302,7 @@ inline Kernels kernels(bool vnni) {
             .attention_scores = attention_scores, .attention_mix = attention_mix,
             .row_max = row_max, .exp_shift = exp_shift,
             .matvec_int8 = vnni ? matvec_int8_all : portable::matvec_int8, .int8_dot = vnni ? "avx512-vnni" : "portable",
+            .quantize_int8 = quantize_int8,
             .read_sum = read_sum, .fma_chains = fma_chains, .fma_lanes = 16};
 }
 

@@ -265,6 +265,7 @@ inline Kernels kernels(bool dotprod) {
             .attention_scores = attention_scores, .attention_mix = attention_mix,
             .row_max = row_max, .exp_shift = exp_shift,
             .matvec_int8 = dotprod ? matvec_int8_all : portable::matvec_int8, .int8_dot = dotprod ? "neon-dot" : "portable",
+            .quantize_int8 = quantize_int8,
             .read_sum = read_sum, .fma_chains = fma_chains, .fma_lanes = 4};
 }
 

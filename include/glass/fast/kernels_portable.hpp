@@ -54,6 +54,17 @@ inline float k_row_dot_int8(const PackedMatrix& w, int r, const Int8Vector& x) {
     return sum;
 }
 
+// matvec_int8's input: x [n] in int8 blocks of 32 (quantize.hpp's quantize_activations:
+// dx = max |x| / 127, qx = round(x / dx)), the last block padded with 0, and each block's Σ qx.
+inline void quantize_int8(const float* x, int n, std::int8_t* q, float* scales, std::int32_t* sums) {
+    quantize_activations(x, n, q, scales);
+    for (int b = 0; b * kQuantBlock < n; ++b) {
+        std::int32_t sum = 0;
+        for (int i = 0; i < kQuantBlock; ++i) sum += q[b * kQuantBlock + i];
+        sums[b] = sum;
+    }
+}
+
 // y[r] (+)= Σ_b d_{r,b} · dx_b · Σ_{k in b} q_{r,k} · qx_k (Q8_0 / Q4_0, x in int8 blocks):
 // quantize.hpp's quantized_dot_int8 on the packed layout; the k-quants as k_row_dot_int8.
 inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1, bool accumulate) {
@@ -203,7 +214,7 @@ inline Kernels kernels() {
             .dequantize_rows = dequantize_rows, .softmax = softmax, .silu_mul = silu_mul,
             .attention_scores = attention_scores, .attention_mix = attention_mix,
             .row_max = row_max, .exp_shift = exp_shift,
-            .matvec_int8 = matvec_int8, .int8_dot = "portable",
+            .matvec_int8 = matvec_int8, .int8_dot = "portable", .quantize_int8 = quantize_int8,
             .read_sum = read_sum, .fma_chains = fma_chains, .fma_lanes = 8};
 }
 
