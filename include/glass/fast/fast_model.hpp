@@ -161,11 +161,12 @@ public:
     void run_products(std::span<const Product> products, int n, float* silu_gate = nullptr,
                       const float* silu_up = nullptr) {
         if (n > reserved_rows_) fail("fast products: ", n, " rows but room for ", reserved_rows_);
+        const auto per_item = [this](const PackedMatrix& w) { return panels_per_item(w.panels(), w.panel_bytes(), pool_.size()); };
         int items_before[4] = {}, total = 0;  // at most 3 products are ever listed together
         const size_t listed = silu_gate ? 1 : products.size();  // the MLP pairs share items
         for (size_t i = 0; i < listed; ++i) {
             items_before[i] = total;
-            const int per = panels_per_item(*products[i].w);
+            const int per = per_item(*products[i].w);
             total += (products[i].w->panels() + per - 1) / per;
         }
         const bool matvec = n == 1 && single_row_ == SingleRow::matvec;
@@ -194,7 +195,7 @@ public:
         auto job = [&](int item, int thread) {
             size_t i = 0;
             while (i + 1 < listed && item >= items_before[i + 1]) ++i;
-            const int per = panels_per_item(*products[i].w);
+            const int per = per_item(*products[i].w);
             const int p0 = (item - items_before[i]) * per, p1 = p0 + per;
             multiply(products[i], p0, p1, thread);
             if (silu_gate) {
@@ -427,10 +428,6 @@ private:
     void gate_times_up(float* gate, const float* up, int n) const {
         if (c_.mlp_activation == MlpActivation::silu) return k_.silu_mul(gate, up, n);
         for (int i = 0; i < n; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
-    }
-
-    int panels_per_item(const PackedMatrix& w) const {
-        return fast::panels_per_item(w.panels(), w.panel_bytes(), pool_.size());
     }
 
     const Model& model_;
