@@ -1,6 +1,7 @@
 /// \file
-/// \brief glass/fast/kernels_avx2_attention.hpp — the AVX2 inner loops of attention and the MLP's
-/// activation, and the AVX2 set's table (kernels_avx2.hpp holds the matrix products).
+/// \brief glass/fast/kernels_avx2_attention.hpp — the AVX2 inner loops of attention, the MLP's
+/// activation and a row's int8 blocks, and the AVX2 set's table (kernels_avx2.hpp holds the
+/// matrix products).
 /// ```text
 /// The AVX-512 versions (kernels_avx512_attention.hpp) at 8 lanes: decode attention walks cached
 /// rows (dot_rows, add_rows), prefill attention multiplies tiles of ≤ 4 queries (attention_scores,
@@ -12,6 +13,10 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
 
 #include "glass/fast/kernel_table.hpp"
 #include "glass/fast/kernels_avx2.hpp"  // GLASS_AVX2, lanes_below
@@ -234,6 +239,61 @@ GLASS_AVX2 inline void silu_mul(float* gate, const float* up, int n) {
         const __m256 g = load8(gate + i, left);
         const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
         save8(gate + i, left, _mm256_mul_ps(s, load8(up + i, left)));
+    }
+}
+
+// ---- A row in int8 blocks: decode's input with int8 activations (matvec_int8, kernels_avx2.hpp) ----
+
+// matvec_int8's input: x [n] -> int8 blocks of 32 with their scales and Σ q, the portable loop's
+// bytes (quantize_activations): the same division x / dx, rounded to nearest-even as
+// std::nearbyint does, clamped to ±127. A block holding NaN or ±inf gets dx = NaN and q = 0.
+// (In the portable loop, 768 calls of std::nearbyint took ~2 µs, serially, before every product.)
+GLASS_AVX2 inline void quantize_int8(const float* x, int n, std::int8_t* q, float* scales, std::int32_t* sums) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+    for (int b = 0, k0 = 0; k0 < n; ++b, k0 += kQuantBlock) {
+        alignas(32) float padded[kQuantBlock] = {};  // the last block's inputs, then zeros
+        const float* xb = x + k0;
+        if (n - k0 < kQuantBlock) {
+            std::copy(x + k0, x + n, padded);
+            xb = padded;
+        }
+        // Phase 1: dx = max |x| / 127, or NaN where a value is not finite.
+        __m256 v[4], amax = _mm256_setzero_ps(), not_finite = _mm256_setzero_ps();
+        for (int i = 0; i < 4; ++i) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            const __m256 a = _mm256_and_ps(v[i], abs_mask);
+            not_finite = _mm256_or_ps(not_finite, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));  // |x| ≥ inf, or NaN
+            amax = _mm256_max_ps(amax, a);
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float dx = _mm256_movemask_ps(not_finite) ? std::numeric_limits<float>::quiet_NaN() : _mm_cvtss_f32(m) / 127.0f;
+        scales[b] = dx;
+        if (!(dx > 0)) {  // all zeros, or NaN
+            std::memset(q + k0, 0, kQuantBlock);
+            sums[b] = 0;
+            continue;
+        }
+        // Phase 2: q = clamp(round(x / dx)), 4 × 8 int32 -> 32 bytes in order, and Σ q.
+        __m256i i32[4];
+        for (int i = 0; i < 4; ++i) {
+            __m256 r = _mm256_round_ps(_mm256_div_ps(v[i], _mm256_set1_ps(dx)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+            i32[i] = _mm256_cvtps_epi32(r);
+        }
+        const __m256i sum8 = _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3]));
+        __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
+        sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0x4E));
+        sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0xB1));
+        sums[b] = _mm_cvtsi128_si32(sum4);
+        // Packing works within 128-bit lanes: the bytes come out as 4-byte groups
+        // [v0 0-3, v1 0-3, v2 0-3, v3 0-3 | v0 4-7, v1 4-7, v2 4-7, v3 4-7]; one permute orders them.
+        const __m256i i16 = _mm256_packs_epi32(i32[0], i32[1]), j16 = _mm256_packs_epi32(i32[2], i32[3]);
+        const __m256i i8 = _mm256_packs_epi16(i16, j16);
+        const __m256i ordered = _mm256_permutevar8x32_epi32(i8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + k0), ordered);
     }
 }
 

@@ -12,6 +12,10 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
 #include "glass/fast/kernel_table.hpp"
 #include "glass/fast/kernels_avx512.hpp"  // GLASS_AVX512, row_masks
 #include "glass/fast/kernels_avx512_kquants.hpp"  // matvec_all, matmul_all, matvec_int8_all
@@ -258,6 +262,41 @@ GLASS_AVX512 inline void silu_mul(float* gate, const float* up, int n) {
         const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
         const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
         _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, up + i)));
+    }
+}
+
+// ---- A row in int8 blocks: decode's input with int8 activations (matvec_int8, kernels_avx512.hpp) ----
+
+// matvec_int8's input: x [n] -> int8 blocks of 32 with their scales and Σ q, the portable
+// loop's bytes (quantize_activations): x / dx rounded to nearest-even (std::nearbyint's way),
+// clamped to ±127; a block holding NaN or ±inf gets dx = NaN and q = 0. Two registers a block;
+// a masked load reads the last block's inputs and zeros past them.
+GLASS_AVX512 inline void quantize_int8(const float* x, int n, std::int8_t* q, float* scales, std::int32_t* sums) {
+    const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+    for (int b = 0, k0 = 0; k0 < n; ++b, k0 += kQuantBlock) {
+        const int left = n - k0;
+        const __mmask16 m0 = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+        const __mmask16 m1 = left >= 32 ? 0xFFFF : left <= 16 ? 0 : static_cast<__mmask16>((1u << (left - 16)) - 1);
+        const __m512 v[2] = {_mm512_maskz_loadu_ps(m0, x + k0), _mm512_maskz_loadu_ps(m1, x + k0 + 16)};
+        // Phase 1: dx = max |x| / 127, or NaN where a value is not finite.
+        const __m512 a0 = _mm512_abs_ps(v[0]), a1 = _mm512_abs_ps(v[1]);
+        const bool not_finite = (_mm512_cmp_ps_mask(a0, inf, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(a1, inf, _CMP_NLT_UQ)) != 0;
+        const float dx = not_finite ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(_mm512_max_ps(a0, a1)) / 127.0f;
+        scales[b] = dx;
+        if (!(dx > 0)) {  // all zeros, or NaN
+            std::memset(q + k0, 0, kQuantBlock);
+            sums[b] = 0;
+            continue;
+        }
+        // Phase 2: q = clamp(round(x / dx)) as 2 × 16 int32, narrowed to bytes, and Σ q.
+        __m512i i32[2];
+        for (int i = 0; i < 2; ++i) {
+            __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v[i], _mm512_set1_ps(dx)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+            i32[i] = _mm512_cvtps_epi32(r);
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k0 + 16 * i), _mm512_cvtepi32_epi8(i32[i]));
+        }
+        sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i32[0], i32[1]));
     }
 }
 

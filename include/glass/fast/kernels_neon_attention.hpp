@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 
 #include "glass/fast/kernel_table.hpp"
 #include "glass/fast/kernels_neon.hpp"  // load_n, store_n, GLASS_NEON_DOT
@@ -222,6 +224,52 @@ inline void silu_mul(float* gate, const float* up, int n) {
         const float32x4_t g = load_n(gate + i, n - i);
         const float32x4_t s = vdivq_f32(g, vaddq_f32(one, exp4(vnegq_f32(g))));
         store_n(gate + i, vmulq_f32(s, load_n(up + i, n - i)), n - i);
+    }
+}
+
+// ---- A row in int8 blocks: decode's input with int8 activations (matvec_int8, kernels_neon.hpp) ----
+
+// matvec_int8's input: x [n] -> int8 blocks of 32 with their scales and Σ q, the portable
+// loop's bytes (quantize_activations): x / dx rounded to nearest-even (vrndnq, std::nearbyint's
+// way), clamped to ±127; a block holding NaN or ±inf gets dx = NaN and q = 0.
+inline void quantize_int8(const float* x, int n, std::int8_t* q, float* scales, std::int32_t* sums) {
+    const float32x4_t inf = vdupq_n_f32(std::numeric_limits<float>::infinity());
+    for (int b = 0, k0 = 0; k0 < n; ++b, k0 += kQuantBlock) {
+        float padded[kQuantBlock] = {};  // the last block's inputs, then zeros
+        const float* xb = x + k0;
+        if (n - k0 < kQuantBlock) {
+            std::copy(x + k0, x + n, padded);
+            xb = padded;
+        }
+        // Phase 1: dx = max |x| / 127, or NaN where a value is not finite (|x| < inf fails).
+        float32x4_t v[8], amax = vdupq_n_f32(0.0f);
+        uint32x4_t finite = vdupq_n_u32(~0u);
+        for (int i = 0; i < 8; ++i) {
+            v[i] = vld1q_f32(xb + 4 * i);
+            const float32x4_t a = vabsq_f32(v[i]);
+            finite = vandq_u32(finite, vcltq_f32(a, inf));
+            amax = vmaxq_f32(amax, a);
+        }
+        const float dx = vminvq_u32(finite) == 0 ? std::numeric_limits<float>::quiet_NaN() : vmaxvq_f32(amax) / 127.0f;
+        scales[b] = dx;
+        if (!(dx > 0)) {  // all zeros, or NaN
+            std::memset(q + k0, 0, kQuantBlock);
+            sums[b] = 0;
+            continue;
+        }
+        // Phase 2: q = clamp(round(x / dx)), 8 × 4 int32 narrowed to bytes, and Σ q.
+        int32x4_t total = vdupq_n_s32(0);
+        for (int i = 0; i < 8; i += 2) {
+            int32x4_t i32[2];
+            for (int j = 0; j < 2; ++j) {
+                float32x4_t r = vrndnq_f32(vdivq_f32(v[i + j], vdupq_n_f32(dx)));
+                r = vminq_f32(vmaxq_f32(r, vdupq_n_f32(-127.0f)), vdupq_n_f32(127.0f));
+                i32[j] = vcvtq_s32_f32(r);
+                total = vaddq_s32(total, i32[j]);
+            }
+            vst1_s8(q + k0 + 4 * i, vmovn_s16(vcombine_s16(vmovn_s32(i32[0]), vmovn_s32(i32[1]))));
+        }
+        sums[b] = vaddvq_s32(total);
     }
 }
 
