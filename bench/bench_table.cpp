@@ -80,7 +80,9 @@ int main(int argc, char** argv) {
             const glass::Model model = glass::load_llama2c_checkpoint(p[0]);
             glass::fast::FastCpuSession session(model, {.threads = threads, .weights = type, .prefill_chunk = 512});
             const auto s = glass::fast::measure_phases(session, prompt, gen, runs);
-            const double bytes = static_cast<double>(session.weight_bytes());
+            // Read per decoded token: every weight, and the K/V rows cached so far (fp32 cache).
+            const double bytes = static_cast<double>(session.weight_bytes()) +
+                                 glass::fast::decode_cache_bytes_per_token(model.config, glass::KvType::fp32, prompt, gen);
             const double flops = glass::fast::prefill_flops(model.config, prompt) / prompt * s.prefill_tokens_per_s.median;
             std::string reference = "–";
             if (auto shape = kLlamaCppDecode.find(name); shape != kLlamaCppDecode.end())

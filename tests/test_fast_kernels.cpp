@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "glass/fast/benchmark.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/token_tiles.hpp"
 #include "glass/kv_cache.hpp"
@@ -731,3 +732,26 @@ TEST_CASE("fast kernels: every set this CPU runs × shapes × types × every ker
 }
 
 }  // namespace test_fast_kernels
+
+// Decode's roofline counts the cache rows each step reads (benchmark.hpp), counted here by hand
+// for 4 layers where layers 0 and 2 are local with a window of 3 (pattern 2: every second layer
+// global): the steps at positions 2, 3, 4 read 3 + 3 local rows and 3, 4, 5 rows in each global
+// layer: 12, 14 and 16 rows, 14 on average, each layer's share of a position's K and V bytes.
+TEST_CASE("decode_cache_bytes_per_token counts the rows each step reads, windows included") {
+    glass::ModelConfig c{};
+    c.dim = 64;
+    c.n_layers = 4;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = 16;
+    c.sliding_window = 3;
+    c.sliding_window_pattern = 2;
+    for (glass::KvType kv : {glass::KvType::fp32, glass::KvType::int8}) {
+        const double per_layer_row = static_cast<double>(glass::kv_bytes_per_token(c, kv)) / 4;
+        CHECK(glass::fast::decode_cache_bytes_per_token(c, kv, 2, 3) == doctest::Approx(14 * per_layer_row));
+        // One step at position 0 reads the one row every layer has.
+        CHECK(glass::fast::decode_cache_bytes_per_token(c, kv, 0, 1) == doctest::Approx(4 * per_layer_row));
+    }
+    c.sliding_window = 0;  // every layer global: positions 2, 3, 4 read 3, 4, 5 rows
+    CHECK(glass::fast::decode_cache_bytes_per_token(c, glass::KvType::fp32, 2, 3) == doctest::Approx(4 * 4 * 2 * 16 * 4 * 2));
+}

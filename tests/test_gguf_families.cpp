@@ -488,6 +488,12 @@ TEST_CASE("k-quant files on the fast path: each matrix in its file's own blocks,
                 CHECK(j["panel_types"] == packed.panel_types());
                 CHECK(packed.panel_types().find("q4_k") != std::string::npos);
                 CHECK(packed.panel_types().find("q6_k") != std::string::npos);
+                // Decode's bytes: the weights, and the cache rows read by the steps at positions
+                // 2 and 3 (3 and 4 rows in every layer of this file, which has no sliding window).
+                const double kv_read = 3.5 * static_cast<double>(glass::kv_bytes_per_token(stored.config, glass::KvType::fp32));
+                CHECK(j["kv_bytes_read_per_token"].get<double>() == doctest::Approx(kv_read).epsilon(1e-12));
+                const double read = (j["weight_bytes_per_token"].get<double>() + kv_read) * j["decode_tokens_per_s"].get<double>();
+                CHECK(j["decode_bytes_per_s"].get<double>() == doctest::Approx(read).epsilon(1e-9));
             }
             const int last = widened.config.n_layers - 1;
             bool same = true;

@@ -5,7 +5,7 @@
 //               [--kernels portable|avx2|avx512|neon] [--probes] [--json]
 // (--weights is an older name for --precision, still accepted.)
 // --probes also measures read bandwidth and FMA peak with the same threads and prints the
-// ratios (decode: weight bytes × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak), each probe
+// ratios (decode: (weight bytes + the K/V bytes a step reads) × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak), each probe
 // running the kernel set's own instructions. --kernels forces a set, as GLASS_KERNELS does.
 #include <thread>
 
@@ -56,6 +56,7 @@ struct BenchFigures {
     double pack_s = 0;
     glass::fast::PhaseSpeeds speeds{};
     double weight_bytes = 0;      // per decoded token
+    double cache_bytes = 0;       // K/V read per decoded token, on average (decode_cache_bytes_per_token)
     double flops_per_prompt = 0;  // prefill of prompt_len tokens
 };
 
@@ -70,8 +71,10 @@ void print_bench_text(const BenchOptions& o, const glass::ModelConfig& c, const 
                 o.threads, f.pack_s);
     std::printf("prefill (%d tokens): %.1f tokens/s median [%.1f – %.1f] = %.1f GFLOP/s\n", o.prompt_len,
                 pf.median, pf.min, pf.max, f.flops_per_prompt * pf.median / o.prompt_len / 1e9);
-    std::printf("decode (%d tokens):  %.2f tokens/s median [%.2f – %.2f] = %.1f GB/s of weights (%.1f MB/token)\n",
-                o.gen, dc.median, dc.min, dc.max, f.weight_bytes * dc.median / 1e9, f.weight_bytes / 1e6);
+    std::printf("decode (%d tokens):  %.2f tokens/s median [%.2f – %.2f] = %.1f GB/s read (%.1f MB of weights + "
+                "%.1f MB of K/V a token)\n",
+                o.gen, dc.median, dc.min, dc.max, (f.weight_bytes + f.cache_bytes) * dc.median / 1e9,
+                f.weight_bytes / 1e6, f.cache_bytes / 1e6);
 }
 
 nlohmann::json bench_json(const BenchOptions& o, glass::fast::WeightType weights, const glass::fast::FastCpuSession& session,
@@ -87,6 +90,8 @@ nlohmann::json bench_json(const BenchOptions& o, glass::fast::WeightType weights
         {"decode_tokens_per_s", dc.median}, {"decode_tokens_per_s_range", {dc.min, dc.max}},
         {"weight_bytes_per_token", session.weight_bytes()},
         {"decode_weight_bytes_per_s", f.weight_bytes * dc.median},
+        {"kv_bytes_read_per_token", f.cache_bytes},
+        {"decode_bytes_per_s", (f.weight_bytes + f.cache_bytes) * dc.median},
         {"prefill_flops_per_s", f.flops_per_prompt * pf.median / o.prompt_len},
     };
 }
@@ -97,7 +102,7 @@ void run_probes(const BenchOptions& o, const glass::fast::FastCpuSession& sessio
                 nlohmann::json& j) {
     const auto bw = glass::fast::read_bandwidth_probe(o.threads, std::int64_t{1} << 30, 7, session.kernels());
     const auto peak = glass::fast::fma_peak_probe(o.threads, 7, session.kernels());
-    const double decode_ratio = f.weight_bytes * f.speeds.decode_tokens_per_s.median / bw.median;
+    const double decode_ratio = (f.weight_bytes + f.cache_bytes) * f.speeds.decode_tokens_per_s.median / bw.median;
     const double prefill_ratio = f.flops_per_prompt * f.speeds.prefill_tokens_per_s.median / o.prompt_len / peak.median;
     std::printf("probes (%d threads): read %.1f GB/s [%.1f – %.1f], FMA peak %.1f GFLOP/s [%.1f – %.1f]\n",
                 o.threads, bw.median / 1e9, bw.min / 1e9, bw.max / 1e9, peak.median / 1e9,
@@ -138,6 +143,7 @@ int cmd_bench(int argc, char** argv) {
     BenchFigures f{.pack_s = glass::fast::seconds_since(t0)};
     f.speeds = glass::fast::measure_phases(session, o.prompt_len, o.gen, o.runs);
     f.weight_bytes = static_cast<double>(session.weight_bytes());
+    f.cache_bytes = glass::fast::decode_cache_bytes_per_token(c, o.kv, o.prompt_len, o.gen);
     f.flops_per_prompt = glass::fast::prefill_flops(c, o.prompt_len);
 
     print_bench_text(o, c, session, f);
