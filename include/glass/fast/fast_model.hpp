@@ -161,13 +161,14 @@ public:
     void run_products(std::span<const Product> products, int n, float* silu_gate = nullptr,
                       const float* silu_up = nullptr) {
         if (n > reserved_rows_) fail("fast products: ", n, " rows but room for ", reserved_rows_);
-        const auto per_item = [this](const PackedMatrix& w) { return panels_per_item(w.panels(), w.panel_bytes(), pool_.size()); };
-        int items_before[4] = {}, total = 0;  // at most 3 products are ever listed together
+        // Product i's items come after items_before[i] others; each covers panels_of_item[i] panels.
+        int items_before[4] = {}, panels_of_item[4] = {}, total = 0;  // at most 3 products are ever listed together
         const size_t listed = silu_gate ? 1 : products.size();  // the MLP pairs share items
         for (size_t i = 0; i < listed; ++i) {
+            const PackedMatrix& w = *products[i].w;
             items_before[i] = total;
-            const int per = per_item(*products[i].w);
-            total += (products[i].w->panels() + per - 1) / per;
+            panels_of_item[i] = panels_per_item(w.panels(), w.panel_bytes(), pool_.size());
+            total += (w.panels() + panels_of_item[i] - 1) / panels_of_item[i];
         }
         const bool matvec = n == 1 && single_row_ == SingleRow::matvec;
         // With int8 activations decode's x goes into int8 blocks once, shared by every thread.
@@ -195,8 +196,7 @@ public:
         auto job = [&](int item, int thread) {
             size_t i = 0;
             while (i + 1 < listed && item >= items_before[i + 1]) ++i;
-            const int per = per_item(*products[i].w);
-            const int p0 = (item - items_before[i]) * per, p1 = p0 + per;
+            const int p0 = (item - items_before[i]) * panels_of_item[i], p1 = p0 + panels_of_item[i];
             multiply(products[i], p0, p1, thread);
             if (silu_gate) {
                 multiply(products[1], p0, p1, thread);
