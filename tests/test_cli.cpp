@@ -180,6 +180,30 @@ TEST_CASE("cli: every greedy golden story, without --json, prints exactly run.c'
     CHECK(compared >= 25);
 }
 
+TEST_CASE("cli: generate --roofline counts weights and the K/V rows each decode step reads, as glass bench does") {
+    const test::Run r = test::run(glass_cmd() + " generate -p 'Once upon a time' -n 24 --temperature 0 --json --roofline");
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    const nlohmann::json j = split_generate(r.out).json;
+    REQUIRE(j.contains("roofline"));
+    const nlohmann::json& roof = j["roofline"];
+    const int prompt = static_cast<int>(j["prompt_ids"].size());
+    const int generated = static_cast<int>(j["generated_ids"].size());
+    REQUIRE(generated > 1);
+    // Decode steps feed positions prompt .. prompt + generated - 2; each reads rows 0..p of every layer.
+    const glass::ModelConfig& c = test::shipped().config;
+    const double kv_row = 2.0 * c.n_kv_heads * c.head_dim * sizeof(float);  // K and V, one layer, one position
+    double rows = 0;
+    for (int p = prompt; p <= prompt + generated - 2; ++p) rows += c.n_layers * (p + 1.0);
+    CHECK(roof["kv_bytes_read_per_token"].get<double>() == doctest::Approx(rows * kv_row / (generated - 1)));
+    CHECK(roof["weight_bytes_per_token"].get<double>() > 0);
+    CHECK(roof["read_bytes_per_s"].get<double>() > 0);
+    const double bytes = roof["weight_bytes_per_token"].get<double>() + roof["kv_bytes_read_per_token"].get<double>();
+    CHECK(roof["tokens_per_s"].get<double>() == doctest::Approx(roof["read_bytes_per_s"].get<double>() / bytes));
+    CHECK(j["bandwidth_bound_tokens_per_s"].get<double>() == roof["tokens_per_s"].get<double>());
+    CHECK(r.err.find("[roofline]") != std::string::npos);
+}
+
 TEST_CASE("cli: a prompt filling the whole context generates one token, then stops") {
     const std::string prompt = prompt_of_tokens(512);
     const test::Run r = test::run(glass_cmd() + " generate -p " + test::sh(prompt) +

@@ -3,9 +3,11 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli.hpp"
 #include "draft_setup.hpp"
+#include "glass/fast/benchmark.hpp"
 #include "glass/fast/fast_session.hpp"
 #include "glass/glass.hpp"
 #include "parallel_setup.hpp"
@@ -220,20 +222,31 @@ void print_timings(const Generation& g, const glass::Drafter* drafter, int draft
                      m.generated_tokens);
 }
 
-// --roofline (C7): each decoded token reads every weight once (plus the cache so far); returns the
-// decode speed that read bandwidth allows.
-double print_roofline(const glass::GenerationMetrics& m) {
-    const double bandwidth = glass::measure_read_bandwidth();
-    const double bytes = static_cast<double>(m.weight_bytes_per_token) +
-                         static_cast<double>(m.kv_bytes_per_token) * (m.prompt_tokens + m.generated_tokens);
-    const double bandwidth_bound = glass::bandwidth_bound_tokens_per_s(bytes, bandwidth);
+// --roofline (C7): each decode step reads every weight once plus the cache rows it attends over
+// (decode_cache_bytes_per_token, the same count `glass bench` uses); the read bandwidth measured now
+// turns those bytes into the decode speed they allow.
+struct Roofline {
+    double weight_bytes = 0;      // per decoded token
+    double kv_bytes_read = 0;     // per decoded token, on average over this generation's steps
+    double read_bytes_per_s = 0;  // measure_read_bandwidth()
+    double tokens_per_s = 0;      // read_bytes_per_s / (weight_bytes + kv_bytes_read)
+};
+
+Roofline print_roofline(const glass::GenerationMetrics& m, const glass::ModelConfig& config, glass::KvType kv) {
+    Roofline r{.weight_bytes = static_cast<double>(m.weight_bytes_per_token),
+               // Decode steps feed positions prompt .. prompt + generated - 2 (prefill chose the first token).
+               .kv_bytes_read = glass::fast::decode_cache_bytes_per_token(config, kv, m.prompt_tokens,
+                                                                          std::max(1, m.generated_tokens - 1)),
+               .read_bytes_per_s = glass::measure_read_bandwidth()};
+    const double bytes = r.weight_bytes + r.kv_bytes_read;
+    r.tokens_per_s = glass::bandwidth_bound_tokens_per_s(bytes, r.read_bytes_per_s);
     std::fprintf(stderr,
-                 "[roofline] %.2f MB read per token at %.1f GB/s measured read bandwidth -> "
-                 "decode limit %.0f tokens/s; achieved %.0f%% of it%s\n",
-                 bytes / 1e6, bandwidth / 1e9, bandwidth_bound,
-                 100.0 * m.decode_tokens_per_s / bandwidth_bound,
+                 "[roofline] %.2f MB read per token (%.2f MB of weights + %.2f MB of K/V) at %.1f GB/s measured "
+                 "read bandwidth -> decode limit %.0f tokens/s; achieved %.0f%% of it%s\n",
+                 bytes / 1e6, r.weight_bytes / 1e6, r.kv_bytes_read / 1e6, r.read_bytes_per_s / 1e9, r.tokens_per_s,
+                 100.0 * m.decode_tokens_per_s / r.tokens_per_s,
                  bytes < 8e6 ? " (these weights fit in CPU cache, so DRAM is not the limit here)" : "");
-    return bandwidth_bound;
+    return r;
 }
 
 // --top-logprobs: per step, the chosen token and the most likely ones. "token": the text the id
@@ -281,9 +294,15 @@ nlohmann::json generation_json(const std::string& prompt, const Generation& g, c
 }
 
 void print_generate_json(const std::string& prompt, const Generation& g, const GenerateRequest& r,
-                         const glass::Drafter* drafter, double bandwidth_bound, const glass::Tokenizer& tok) {
+                         const glass::Drafter* drafter, const Roofline* roofline, const glass::Tokenizer& tok) {
     nlohmann::json j = generation_json(prompt, g, r.options);
-    if (bandwidth_bound > 0) j["bandwidth_bound_tokens_per_s"] = bandwidth_bound;
+    if (roofline) {
+        j["bandwidth_bound_tokens_per_s"] = roofline->tokens_per_s;
+        j["roofline"] = {{"weight_bytes_per_token", roofline->weight_bytes},
+                         {"kv_bytes_read_per_token", roofline->kv_bytes_read},
+                         {"read_bytes_per_s", roofline->read_bytes_per_s},
+                         {"tokens_per_s", roofline->tokens_per_s}};
+    }
     if (drafter) {
         j["draft"] = drafter->name();
         j["draft_k"] = r.draft_k;
@@ -397,8 +416,10 @@ int cmd_generate(int argc, char** argv) {
                                   [&](const glass::Model& m) { return make_session(draft_backend, m); })();
         const Generation g = run_generation(session, drafter.get(), tok, prompt, request);
         print_timings(g, drafter.get(), request.draft_k);
-        const double bandwidth_bound = flags.has("--roofline") ? print_roofline(g.result.metrics) : 0.0;
-        if (flags.has("--json")) print_generate_json(prompt, g, request, drafter.get(), bandwidth_bound, tok);
+        std::optional<Roofline> roofline;
+        if (flags.has("--roofline")) roofline = print_roofline(g.result.metrics, session.config(), session.kv_type());
+        if (flags.has("--json"))
+            print_generate_json(prompt, g, request, drafter.get(), roofline ? &*roofline : nullptr, tok);
     };
     if (!request.backend.on_grid) {
         const std::unique_ptr<glass::Session> session = make_session(request.backend, model);
