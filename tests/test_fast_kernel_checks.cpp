@@ -19,7 +19,7 @@ TEST_CASE("kernels: matvec_int8 (every set's integer dot product and plain) equa
     sets.push_back(glass::fast::portable_kernels());
 #if defined(__x86_64__)
     // A CPU with AVX-VNNI gets the vpdpbusd form in the avx2 set: test the vpmaddubsw form too.
-    if (glass::fast::cpu_has_avx_vnni()) sets.push_back(glass::fast::avx2::kernels(false));
+    if (glass::fast::cpu_has_avx_vnni()) sets.push_back(glass::fast::avx2_kernels(false));
 #endif
     kernel_checks::check_matvec_int8(sets);
 }

@@ -78,10 +78,10 @@ std::vector<SetUnderTest> sets_under_test() {
         }
         sets.push_back({fast::kernels_of(s), false});
 #if defined(__x86_64__)
-        if (s == fast::KernelSet::avx2 && fast::cpu_has_avx_vnni()) sets.push_back({fast::avx2::kernels(false), true});
+        if (s == fast::KernelSet::avx2 && fast::cpu_has_avx_vnni()) sets.push_back({fast::avx2_kernels(false), true});
 #endif
 #if defined(__aarch64__)
-        if (s == fast::KernelSet::neon && fast::neon_has_dotprod()) sets.push_back({fast::neon::kernels(false), true});
+        if (s == fast::KernelSet::neon && fast::neon_has_dotprod()) sets.push_back({fast::neon_kernels(false), true});
 #endif
     }
     return sets;

@@ -26,16 +26,37 @@
 
 #include "glass/errors.hpp"
 #include "glass/fast/kernel_table.hpp"
-#include "glass/fast/kernels_avx2.hpp"
-#include "glass/fast/kernels_avx2_attention.hpp"
-#include "glass/fast/kernels_avx512.hpp"
-#include "glass/fast/kernels_avx512_attention.hpp"
-#include "glass/fast/kernels_neon.hpp"
-#include "glass/fast/kernels_neon_attention.hpp"
+#include "glass/fast/kernels_neon.hpp"  // neon_has_dotprod, neon_feature_list (empty off AArch64)
 #include "glass/fast/kernels_portable.hpp"
 #include "glass/fast/packed_weights.hpp"
+#if !defined(GLASS_KERNEL_SETS_COMPILED)
+#include "glass/fast/kernels_avx2_attention.hpp"    // with kernels_avx2.hpp, kernels_avx2_kquants.hpp
+#include "glass/fast/kernels_avx512_attention.hpp"  // with kernels_avx512.hpp, kernels_avx512_kquants.hpp
+#include "glass/fast/kernels_neon_attention.hpp"    // with kernels_neon_kquants.hpp
+#endif
 
 namespace glass::fast {
+
+// ---- Where the vector sets are compiled ---------------------------------------------------------
+// Header-only (the default, and what an installed or add_subdirectory user gets): each program
+// that picks a set compiles every set's functions, inline, from the headers above.
+// GLASS_KERNEL_SETS_COMPILED (glass's own build, CMakeLists.txt): they are compiled once, in
+// src/kernel_sets.cpp, and these declarations are all a file sees. The functions are the same;
+// each of glass's ~30 programs and test batches that run the fast path then skips ~6-10 s of
+// compiling them again (a FastCpuSession file: 21 s -> 11 s).
+#if defined(GLASS_KERNEL_SETS_COMPILED)
+Kernels avx2_kernels(bool avx_vnni);
+Kernels avx512_kernels(bool vnni);
+Kernels neon_kernels(bool dotprod);
+#else
+#if defined(__x86_64__)
+inline Kernels avx2_kernels(bool avx_vnni) { return avx2::kernels(avx_vnni); }
+inline Kernels avx512_kernels(bool vnni) { return avx512::kernels(vnni); }
+#endif
+#if defined(__aarch64__)
+inline Kernels neon_kernels(bool dotprod) { return neon::kernels(dotprod); }
+#endif
+#endif
 
 // ---- What this CPU has ----------------------------------------------------------------------
 #if defined(__x86_64__)
@@ -146,11 +167,11 @@ inline Kernels kernels_of(KernelSet s) {
     switch (s) {
         case KernelSet::portable: return portable::kernels();
 #if defined(__x86_64__)
-        case KernelSet::avx2: return avx2::kernels(cpu_has_avx_vnni());
-        case KernelSet::avx512: return avx512::kernels(cpu_has_vnni());
+        case KernelSet::avx2: return avx2_kernels(cpu_has_avx_vnni());
+        case KernelSet::avx512: return avx512_kernels(cpu_has_vnni());
 #endif
 #if defined(__aarch64__)
-        case KernelSet::neon: return neon::kernels(neon_has_dotprod());
+        case KernelSet::neon: return neon_kernels(neon_has_dotprod());
 #endif
         default: break;
     }
