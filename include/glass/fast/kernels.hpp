@@ -42,8 +42,8 @@ namespace glass::fast {
 // that picks a set compiles every set's functions, inline, from the headers above.
 // GLASS_KERNEL_SETS_COMPILED (glass's own build, CMakeLists.txt): they are compiled once, in
 // src/kernel_sets.cpp, and these declarations are all a file sees. The functions are the same;
-// each of glass's ~30 programs and test batches that run the fast path then skips ~6-10 s of
-// compiling them again (a FastCpuSession file: 21 s -> 11 s).
+// each of glass's ~30 programs and test batches that run the fast path then skips compiling
+// them again (1-5 s of a 12-22 s file; bench/RESULTS.md, "The kernel sets compiled once").
 #if defined(GLASS_KERNEL_SETS_COMPILED)
 Kernels avx2_kernels(bool avx_vnni);
 Kernels avx512_kernels(bool vnni);
