@@ -45,9 +45,13 @@ namespace glass::fast {
 // each of glass's ~30 programs and test batches that run the fast path then skips compiling
 // them again (1-5 s of a 12-22 s file; bench/RESULTS.md, "The kernel sets compiled once").
 #if defined(GLASS_KERNEL_SETS_COMPILED)
+#if defined(__x86_64__)
 Kernels avx2_kernels(bool avx_vnni);
 Kernels avx512_kernels(bool vnni);
+#endif
+#if defined(__aarch64__)
 Kernels neon_kernels(bool dotprod);
+#endif
 #else
 #if defined(__x86_64__)
 inline Kernels avx2_kernels(bool avx_vnni) { return avx2::kernels(avx_vnni); }
