@@ -755,3 +755,23 @@ TEST_CASE("decode_cache_bytes_per_token counts the rows each step reads, windows
     c.sliding_window = 0;  // every layer global: positions 2, 3, 4 read 3, 4, 5 rows
     CHECK(glass::fast::decode_cache_bytes_per_token(c, glass::KvType::fp32, 2, 3) == doctest::Approx(4 * 4 * 2 * 16 * 4 * 2));
 }
+
+// A batch's roofline by hand: 400 MB of weights, 1 MB of cache per sequence, 200 MFLOP per token,
+// 50 GB/s and 200 GFLOP/s. Batch 1: read 8.02 ms, FMAs 1 ms: read-bound, 124.7 tokens/s. Batch 16:
+// read (400 + 16) MB = 8.32 ms, FMAs 16 ms: FMA-bound, 1000 tokens/s, 8.02x batch 1 at most.
+TEST_CASE("batch_decode_roofline takes the longer of a step's read and its FMAs") {
+    using glass::fast::batch_decode_roofline;
+    const auto one = batch_decode_roofline(1, 400e6, 1e6, 200e6, 50e9, 200e9);
+    CHECK(one.read_s == doctest::Approx(8.02e-3));
+    CHECK(one.fma_s == doctest::Approx(1e-3));
+    CHECK_FALSE(one.fma_bound());
+    CHECK(one.tokens_per_s == doctest::Approx(1 / 8.02e-3));
+    const auto sixteen = batch_decode_roofline(16, 400e6, 1e6, 200e6, 50e9, 200e9);
+    CHECK(sixteen.read_s == doctest::Approx(8.32e-3));
+    CHECK(sixteen.fma_s == doctest::Approx(16e-3));
+    CHECK(sixteen.fma_bound());
+    CHECK(sixteen.tokens_per_s == doctest::Approx(1000));
+    CHECK(sixteen.tokens_per_s / one.tokens_per_s == doctest::Approx(8.02));
+    CHECK_THROWS_WITH(batch_decode_roofline(0, 1, 0, 1, 1, 1), doctest::Contains("batch 0"));
+    CHECK_THROWS_WITH(batch_decode_roofline(1, 1, 0, 1, 0, 1), doctest::Contains("positive ceilings"));
+}

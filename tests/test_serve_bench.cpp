@@ -122,6 +122,15 @@ TEST_CASE("serve-bench --batch-sweep (C20) and --stall (C18) report every point 
     // that peak is on this CPU and kernel set.
     const double flops_per_token = glass::fast::prefill_flops(glass::fast::shape_config("stories15M"), 1);
     const double peak = j["fma_peak_gflops"].get<double>() * 1e9;
+    const double bandwidth = j["read_bandwidth_gbps"].get<double>() * 1e9;
+    REQUIRE(bandwidth > 0);  // the fast backend's sweep measures the read probe too
+    CHECK(j["flops_per_token"].get<double>() == doctest::Approx(flops_per_token).epsilon(1e-12));
+    // stories15M in fp32: what one decode step reads of its weights, whatever the batch.
+    const double weight_bytes = j["weight_bytes_per_step"].get<double>();
+    const glass::ModelConfig c15 = glass::fast::shape_config("stories15M");
+    const double layer_weights = 2.0 * c15.dim * c15.dim + 2.0 * c15.kv_dim() * c15.dim + 3.0 * c15.hidden_dim * c15.dim;
+    CHECK(weight_bytes >= 4 * (c15.n_layers * layer_weights + static_cast<double>(c15.vocab_size) * c15.dim));
+    double roofline_batch_1 = 0;
     int expected_batch = 1;
     for (const nlohmann::json& p : j["batch_sweep"]) {
         CHECK(p["batch"].get<int>() == expected_batch);
@@ -131,6 +140,24 @@ TEST_CASE("serve-bench --batch-sweep (C20) and --stall (C18) report every point 
               doctest::Approx(1000.0 * expected_batch / p["step_ms"].get<double>()).epsilon(1e-9));
         CHECK(p["fraction_of_fma_peak"].get<double>() ==
               doctest::Approx(p["decode_tokens_per_s"].get<double>() * flops_per_token / peak).epsilon(1e-9));
+        // The roofline, recomputed from the command's own readings: a step reads every weight once
+        // and each sequence's cached rows, and does each sequence's FLOPs; the longer one bounds it.
+        const double read_s = (weight_bytes + expected_batch * p["kv_bytes_read_per_token"].get<double>()) / bandwidth;
+        const double fma_s = expected_batch * flops_per_token / peak;
+        const double roofline = expected_batch / std::max(read_s, fma_s);
+        CHECK(p["roofline_tokens_per_s"].get<double>() == doctest::Approx(roofline).epsilon(1e-9));
+        CHECK(p["roofline_bound"] == (fma_s > read_s ? "fma" : "read"));
+        CHECK(p["fraction_of_roofline"].get<double>() ==
+              doctest::Approx(p["decode_tokens_per_s"].get<double>() / roofline).epsilon(1e-9));
+        if (expected_batch == 1) roofline_batch_1 = roofline;
+        CHECK(p["roofline_ratio_to_batch_1"].get<double>() == doctest::Approx(roofline / roofline_batch_1).epsilon(1e-9));
+        // The timed steps decode positions 17 .. 16 + steps (6 steps from batch 16): rows 0 .. p
+        // of every layer, keys and values, fp32.
+        const int steps = expected_batch >= 16 ? 6 : 10;
+        double rows = 0;
+        for (int pos = 17; pos < 17 + steps; ++pos) rows += c15.n_layers * (pos + 1.0);
+        CHECK(p["kv_bytes_read_per_token"].get<double>() ==
+              doctest::Approx(rows * 2 * c15.kv_dim() * 4 / steps).epsilon(1e-12));
         expected_batch *= 2;
     }
     CHECK(expected_batch == 128);  // 1, 2, ..., 64

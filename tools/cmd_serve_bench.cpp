@@ -153,25 +153,54 @@ void draft_comparison(const Bench& b, const glass::serve::EngineOptions& plain, 
               {"tpot_ms_p50_without_draft", p.tpot_ms_p50}});
 }
 
-// C20: decode throughput by batch size, against the FMA peak measured now.
+// C20: decode throughput by batch size, against the FMA peak measured now. On the fast backend,
+// also against the roofline of each batch (batch_decode_roofline: the longer of reading every
+// weight once and doing every sequence's FMAs, from the read and FMA probes of this run), so
+// "batch B ÷ batch 1" can be read against the most this machine allows.
 void batch_sweep(const Bench& b, nlohmann::json& j) {
-    const double peak = glass::fast::fma_peak_probe(b.choice.name == "fast" ? b.choice.threads : 1).median;
+    const bool fast = b.choice.name == "fast";
+    const int threads = fast ? b.choice.threads : 1;
+    const double peak = glass::fast::fma_peak_probe(threads).median;
+    const double bandwidth = fast ? glass::fast::read_bandwidth_probe(threads).median : 0;
     const double flops_per_token = glass::fast::prefill_flops(b.c, 1);  // 2 per weight (+ a little attention)
+    const double weight_bytes = static_cast<double>(b.backend.weight_bytes());
+    constexpr int kPrompt = 16;  // measure_decode_batch's prompts; its warm-up decodes position 16, then it times 17 ..
     nlohmann::json sweep = nlohmann::json::array();
-    double base = 0;
-    std::printf("C20 decode throughput by batch (FMA peak %.1f GFLOP/s):\n", peak / 1e9);
+    double base = 0, roofline_base = 0;
+    std::printf("C20 decode throughput by batch (FMA peak %.1f GFLOP/s", peak / 1e9);
+    if (fast) std::printf(", read %.1f GB/s, %.1f MB of weights a step", bandwidth / 1e9, weight_bytes / 1e6);
+    std::printf("):\n");
     for (int batch = 1; batch <= 64; batch *= 2) {
         if (batch * 24 > b.c.seq_len * 64) break;
-        const serve_measure::BatchPoint p = serve_measure::measure_decode_batch(b.backend, b.tok, batch, batch >= 16 ? 6 : 10);
+        const int steps = batch >= 16 ? 6 : 10;
+        const serve_measure::BatchPoint p = serve_measure::measure_decode_batch(b.backend, b.tok, batch, steps, kPrompt);
         if (batch == 1) base = p.decode_tokens_per_s;
         const double of_peak = p.decode_tokens_per_s * flops_per_token / peak;
-        std::printf("  batch %2d: %9.1f tokens/s  %5.2fx batch 1  %5.1f%% of FMA peak  (%.1f ms/step)\n", batch,
+        std::printf("  batch %2d: %9.1f tokens/s  %5.2fx batch 1  %5.1f%% of FMA peak  (%.1f ms/step)", batch,
                     p.decode_tokens_per_s, p.decode_tokens_per_s / base, 100.0 * of_peak, p.step_ms);
-        sweep.push_back({{"batch", batch}, {"decode_tokens_per_s", p.decode_tokens_per_s}, {"step_ms", p.step_ms},
-                         {"fraction_of_fma_peak", of_peak}});
+        nlohmann::json point = {{"batch", batch}, {"decode_tokens_per_s", p.decode_tokens_per_s}, {"step_ms", p.step_ms},
+                                {"fraction_of_fma_peak", of_peak}};
+        if (fast) {
+            const double kv = glass::fast::decode_cache_bytes_per_token(b.c, b.backend.kv_type(), kPrompt + 1, steps);
+            const glass::fast::BatchRoofline r =
+                glass::fast::batch_decode_roofline(batch, weight_bytes, kv, flops_per_token, bandwidth, peak);
+            if (batch == 1) roofline_base = r.tokens_per_s;
+            std::printf("  | roofline %9.1f (%s-bound, %5.2fx batch 1), %5.1f%% of it", r.tokens_per_s,
+                        r.fma_bound() ? "FMA" : "read", r.tokens_per_s / roofline_base,
+                        100.0 * p.decode_tokens_per_s / r.tokens_per_s);
+            point.update({{"kv_bytes_read_per_token", kv}, {"roofline_tokens_per_s", r.tokens_per_s},
+                          {"roofline_bound", r.fma_bound() ? "fma" : "read"},
+                          {"roofline_ratio_to_batch_1", r.tokens_per_s / roofline_base},
+                          {"fraction_of_roofline", p.decode_tokens_per_s / r.tokens_per_s}});
+        }
+        std::printf("\n");
+        sweep.push_back(point);
     }
     j["batch_sweep"] = sweep;
     j["fma_peak_gflops"] = peak / 1e9;
+    if (fast)
+        j.update({{"read_bandwidth_gbps", bandwidth / 1e9}, {"weight_bytes_per_step", weight_bytes},
+                  {"flops_per_token", flops_per_token}});
 }
 
 // C16: a chat re-sending its history, TTFT per turn with and without prefix caching.

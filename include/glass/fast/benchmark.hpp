@@ -132,6 +132,33 @@ inline double prefill_flops(const ModelConfig& c, int n) {
            2.0 * c.vocab_size * d;
 }
 
+// The most decode can do with `batch` sequences sharing each step (continuous batching), from
+// the two ceilings measured on this machine: a step reads every weight once whatever the batch
+// (plus each sequence's cached K/V rows) and does `flops_per_token` for each sequence, so it
+// takes at least the longer of the read time and the FMA time.
+//   read_s = (weight_bytes + batch · kv_bytes_per_token) / read_bytes_per_s
+//   fma_s  = batch · flops_per_token / fma_flops_per_s
+//   tokens_per_s = batch / max(read_s, fma_s)
+// At batch 1 the read is the limit; batching spreads it over more tokens until the FMAs take
+// longer, so "batch B ÷ batch 1" can reach at most roofline(B) / roofline(1): with fp32 weights
+// (4 bytes, 2 FLOPs each) that is about 2 · peak / bandwidth, e.g. 220 GFLOP/s over 64 GB/s ≈ 7x.
+struct BatchRoofline {
+    double read_s = 0, fma_s = 0;  // a step's two lower bounds, seconds
+    double tokens_per_s = 0;       // batch / max(read_s, fma_s)
+    bool fma_bound() const { return fma_s > read_s; }
+};
+inline BatchRoofline batch_decode_roofline(int batch, double weight_bytes, double kv_bytes_per_token,
+                                           double flops_per_token, double read_bytes_per_s, double fma_flops_per_s) {
+    if (batch < 1 || read_bytes_per_s <= 0 || fma_flops_per_s <= 0)
+        fail("batch_decode_roofline needs batch >= 1 and positive ceilings, got batch ", batch, ", ",
+             read_bytes_per_s, " B/s, ", fma_flops_per_s, " FLOP/s");
+    BatchRoofline r;
+    r.read_s = (weight_bytes + batch * kv_bytes_per_token) / read_bytes_per_s;
+    r.fma_s = batch * flops_per_token / fma_flops_per_s;
+    r.tokens_per_s = batch / std::max(r.read_s, r.fma_s);
+    return r;
+}
+
 struct PhaseSpeeds {
     Stat prefill_tokens_per_s;
     Stat decode_tokens_per_s;
