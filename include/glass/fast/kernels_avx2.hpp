@@ -36,6 +36,14 @@ namespace glass::fast::avx2 {
 
 constexpr int kChunk = 128;  // prefill: inputs per panel chunk. 32 rows × 128 × 4 B = 16 KiB,
                              // half of a 32 KiB L1, the other half for the tokens and outputs.
+// How far ahead (bytes) the first pass over an fp32 chunk prefetches the panel when more passes
+// follow (more than 3 tokens). Those passes read the chunk from L1, so no load of the panel is
+// in flight meanwhile and the hardware prefetcher, following a stream that keeps pausing, runs
+// behind. Zen 5 VM, AVX2 set, 2 threads, 64 fp32 matrices of 2048 × 768 streamed, three rounds
+// alternated: 4 tokens 40.3-40.6 → 42.0-44.4 GB/s, 8 tokens 27.3-27.5 → 31.0-31.8, 16 tokens
+// 17.1-17.2 → 17.4-18.0. 1 KiB ahead helped less, 8-16 KiB no more; with 1-3 tokens (one pass)
+// it cost 2-5 %, so those do not prefetch. A prefetch changes no number.
+constexpr int kPanelPrefetchAhead = 4096;
 
 // Lanes [0, n) of 8 on (all bits set), the rest off: the mask form AVX2's maskload/maskstore take.
 GLASS_AVX2 inline __m256i lanes_below(int n) {
@@ -281,10 +289,18 @@ GLASS_AVX2 inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, f
 // GFLOP/s); in L2, 12 tokens reach ~95 % of the FMA probe. Each y is the same chain of FMAs over
 // k either way, so the numbers are the same bits.
 
+// A pass that streams its chunk from memory can also prefetch the panel `ahead` (nullptr: not):
+// the two lines of input k there, at each k.
+GLASS_AVX2 inline void prefetch_input(const char* ahead, int k) {
+    if (!ahead) return;
+    _mm_prefetch(ahead + k * 128, _MM_HINT_T0);
+    _mm_prefetch(ahead + k * 128 + 64, _MM_HINT_T0);
+}
+
 // One or two tokens × 32 rows (4M accumulators).
 template <int M>
 GLASS_AVX2 inline void matmul_tile_panel(const float* x, int m, const float* chunk, int kc, float* y, long ldy,
-                                         int valid, bool accumulate) {
+                                         int valid, bool accumulate, const char* ahead = nullptr) {
     __m256 acc[M][4];
 #pragma GCC unroll 2
     for (int t = 0; t < M; ++t)
@@ -293,6 +309,7 @@ GLASS_AVX2 inline void matmul_tile_panel(const float* x, int m, const float* chu
         __m256 xk[M];
 #pragma GCC unroll 2
         for (int t = 0; t < M; ++t) xk[t] = _mm256_broadcast_ss(x + k * m + t);
+        prefetch_input(ahead, k);
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) {
             const __m256 wq = _mm256_load_ps(chunk + k * 32 + 8 * q);
@@ -308,12 +325,13 @@ GLASS_AVX2 inline void matmul_tile_panel(const float* x, int m, const float* chu
 // the template's array: with 12 accumulators in an array, GCC 12 keeps them in registers but
 // also stores all 12 to the stack on every k, which halves the speed.
 GLASS_AVX2 inline void matmul_tile_panel3(const float* x, int m, const float* chunk, int kc, float* y, long ldy,
-                                          int valid, bool accumulate) {
+                                          int valid, bool accumulate, const char* ahead = nullptr) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // token 0: rows 0-7, 8-15, 16-23, 24-31
     __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // token 1
     __m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0;                   // token 2
     for (int k = 0; k < kc; ++k) {
         const float* wk = chunk + k * 32;  // [32] rows of input k
+        prefetch_input(ahead, k);
         const __m256 xa = _mm256_broadcast_ss(x + k * m), xb = _mm256_broadcast_ss(x + k * m + 1),
                      xc = _mm256_broadcast_ss(x + k * m + 2);
         __m256 w = _mm256_load_ps(wk);
@@ -329,6 +347,30 @@ GLASS_AVX2 inline void matmul_tile_panel3(const float* x, int m, const float* ch
     store_panel(y, valid, token0, accumulate);
     store_panel(y + ldy, valid, token1, accumulate);
     store_panel(y + 2 * ldy, valid, token2, accumulate);
+}
+
+// One token over two fp32 panels at once (64 rows, 8 accumulators). Each y is still one chain of
+// FMAs over k, so the bits are those of matmul_tile_panel<1>. That tile has only 4 chains, each
+// waiting an FMA's latency (4 cycles) per input: it computes at half the FMA rate, and after a
+// load that misses it catches up at that rate. Two panels give 8 chains, two streams of weights.
+// Zen 5 VM, AVX2 set, 2 threads, 64 fp32 matrices of 2048 × 768 streamed, three rounds
+// alternated: 50.0-54.7 → 59.8-61.8 GB/s (read probe 64-77 GB/s those minutes).
+GLASS_AVX2 inline void matmul_one_token_two_panels(const float* x, const float* chunk_a, const float* chunk_b, int kc,
+                                                   float* y_a, float* y_b, int valid_a, int valid_b, bool accumulate) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // panel a: rows 0-7, 8-15, 16-23, 24-31
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // panel b
+    for (int k = 0; k < kc; ++k) {
+        const __m256 xk = _mm256_broadcast_ss(x + k);
+        const float* wa = chunk_a + k * 32;
+        const float* wb = chunk_b + k * 32;
+        a0 = _mm256_fmadd_ps(xk, _mm256_load_ps(wa), a0), b0 = _mm256_fmadd_ps(xk, _mm256_load_ps(wb), b0);
+        a1 = _mm256_fmadd_ps(xk, _mm256_load_ps(wa + 8), a1), b1 = _mm256_fmadd_ps(xk, _mm256_load_ps(wb + 8), b1);
+        a2 = _mm256_fmadd_ps(xk, _mm256_load_ps(wa + 16), a2), b2 = _mm256_fmadd_ps(xk, _mm256_load_ps(wb + 16), b2);
+        a3 = _mm256_fmadd_ps(xk, _mm256_load_ps(wa + 24), a3), b3 = _mm256_fmadd_ps(xk, _mm256_load_ps(wb + 24), b3);
+    }
+    const __m256 panel_a[4] = {a0, a1, a2, a3}, panel_b[4] = {b0, b1, b2, b3};
+    store_panel(y_a, valid_a, panel_a, accumulate);
+    store_panel(y_b, valid_b, panel_b, accumulate);
 }
 
 // Widens inputs [k0, k0+kc) of panel p into fp32 `chunk` [kc][32] (32-byte aligned): done once
@@ -365,7 +407,16 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
 template <class Unpack>
 GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const float* xp, int n, float* y, long ldy,
                                    int p0, int p1, bool accumulate, float* scratch) {
-    for (int p = p0; p < p1; ++p) {
+    if (n == 1 && w.type == WeightType::fp32)  // a lone token: two panels per pass, chunk by chunk as below
+        for (; p0 + 2 <= p1; p0 += 2)
+            for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
+                const int kc = std::min(kChunk, w.cols - k0);
+                const float* chunk_a = reinterpret_cast<const float*>(w.panel(p0)) + std::int64_t{k0} * 32;
+                const float* chunk_b = reinterpret_cast<const float*>(w.panel(p0 + 1)) + std::int64_t{k0} * 32;
+                matmul_one_token_two_panels(xp + k0, chunk_a, chunk_b, kc, y + p0 * kPanel, y + (p0 + 1) * kPanel,
+                                            w.rows - p0 * kPanel, w.rows - (p0 + 1) * kPanel, accumulate || k0 > 0);
+            }
+    for (int p = p0; p < p1; ++p) {  // (a lone token's odd panel left over, or every panel)
         const int valid = w.rows - p * kPanel;  // rows of this panel that exist
         for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
             const int kc = std::min(kChunk, w.cols - k0);
@@ -375,6 +426,11 @@ GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const f
             else
                 unpack(w, p, k0, kc, scratch);
             const bool add = accumulate || k0 > 0;  // after the first chunk, add to what is in y
+            // fp32 panels are read in place: with more than one pass over the chunk (n > 3), the
+            // first pass prefetches kPanelPrefetchAhead bytes ahead (the later passes read L1 and leave
+            // the memory idle; see kPanelPrefetchAhead).
+            const char* ahead = w.type == WeightType::fp32 && n > 3
+                                    ? reinterpret_cast<const char*>(chunk) + kPanelPrefetchAhead : nullptr;
             for (int i = 0; i < token_tiles(n); ++i) {
                 const TokenTile tile = token_tile(n, i);
                 const int m = tile.t1 - tile.t0;
@@ -382,9 +438,10 @@ GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const f
                 float* yt = y + tile.t0 * ldy + p * kPanel;
                 for (int t = 0; t < m; t += 3) {  // three tokens per pass, then the one or two left
                     const int left = m - t;
-                    if (left >= 3) matmul_tile_panel3(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add);
-                    else if (left == 2) matmul_tile_panel<2>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add);
-                    else matmul_tile_panel<1>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add);
+                    if (left >= 3) matmul_tile_panel3(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
+                    else if (left == 2) matmul_tile_panel<2>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
+                    else matmul_tile_panel<1>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
+                    ahead = nullptr;  // only the first pass streams from memory
                 }
             }
         }
