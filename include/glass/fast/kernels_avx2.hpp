@@ -407,16 +407,18 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
 template <class Unpack>
 GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const float* xp, int n, float* y, long ldy,
                                    int p0, int p1, bool accumulate, float* scratch) {
-    if (n == 1 && w.type == WeightType::fp32)  // a lone token: two panels per pass, chunk by chunk as below
+    if (n == 1 && w.type == WeightType::fp32) {  // a lone token: two panels per pass
         for (; p0 + 2 <= p1; p0 += 2)
-            for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
+            for (int k0 = 0; k0 < w.cols; k0 += kChunk) {  // chunk by chunk, as below
                 const int kc = std::min(kChunk, w.cols - k0);
                 const float* chunk_a = reinterpret_cast<const float*>(w.panel(p0)) + std::int64_t{k0} * 32;
                 const float* chunk_b = reinterpret_cast<const float*>(w.panel(p0 + 1)) + std::int64_t{k0} * 32;
                 matmul_one_token_two_panels(xp + k0, chunk_a, chunk_b, kc, y + p0 * kPanel, y + (p0 + 1) * kPanel,
                                             w.rows - p0 * kPanel, w.rows - (p0 + 1) * kPanel, accumulate || k0 > 0);
             }
-    for (int p = p0; p < p1; ++p) {  // (a lone token's odd panel left over, or every panel)
+        // (an odd panel left over goes through the loop below)
+    }
+    for (int p = p0; p < p1; ++p) {
         const int valid = w.rows - p * kPanel;  // rows of this panel that exist
         for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
             const int kc = std::min(kChunk, w.cols - k0);

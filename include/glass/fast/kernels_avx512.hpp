@@ -281,6 +281,68 @@ GLASS_AVX512 inline void matmul_tile(const float* x, const float* chunk, int kc,
     for (int t = 0; t < M; ++t) store_rows(y + t * ldy, masks, lo[t], hi[t], accumulate);
 }
 
+// One or two tokens over P ≤ 4 fp32 panels at once (2·M·P accumulators, P streams of weights).
+// Each y is still one chain of FMAs over k, so the bits are those of matmul_tile<M>. That tile
+// has only 2M chains (a panel's 32 rows in two registers per token), each waiting an FMA's
+// latency per input: the serving engine's batches of one and two computed at a quarter and a
+// half of the FMA rate, and caught up slowly after a load that missed. Zen 5 VM, 2 threads, 64
+// fp32 matrices of 2048 × 768 streamed, items of 3 and of 8 panels, two rounds alternated:
+// 1 token 46-51 → 62-65 GB/s, 2 tokens 47-49 → 58-62.
+template <int M, int P>
+GLASS_AVX512 inline void matmul_tile_panels(const float* x, const float* const* chunks, int kc, float* y, long ldy,
+                                            const RowMasks* masks, bool accumulate) {
+    __m512 lo[M][P], hi[M][P];
+#pragma GCC unroll 2
+    for (int t = 0; t < M; ++t)
+#pragma GCC unroll 4
+        for (int q = 0; q < P; ++q) lo[t][q] = hi[t][q] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; ++k) {
+#pragma GCC unroll 4
+        for (int q = 0; q < P; ++q) {
+            const __m512 w_lo = _mm512_load_ps(chunks[q] + k * 32), w_hi = _mm512_load_ps(chunks[q] + k * 32 + 16);
+#pragma GCC unroll 2
+            for (int t = 0; t < M; ++t) {
+                const __m512 xt = _mm512_set1_ps(x[k * M + t]);
+                lo[t][q] = _mm512_fmadd_ps(xt, w_lo, lo[t][q]);
+                hi[t][q] = _mm512_fmadd_ps(xt, w_hi, hi[t][q]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < M; ++t)
+#pragma GCC unroll 4
+        for (int q = 0; q < P; ++q) store_rows(y + t * ldy + q * kPanel, masks[q], lo[t][q], hi[t][q], accumulate);
+}
+
+// M ≤ 2 tokens (packed [cols][M]) over fp32 panels [p0, p1): four panels per pass (the last
+// pass the 1-3 left), chunk by chunk as matmul_with does, so each y is added to per chunk in
+// the same order.
+template <int M>
+GLASS_AVX512 inline void matmul_few_tokens(const PackedMatrix& w, const float* xp, float* y, long ldy, int p0, int p1,
+                                           bool accumulate) {
+    for (int P; p0 < p1; p0 += P) {
+        P = std::min(4, p1 - p0);
+        const float* chunks[4];
+        RowMasks masks[4];
+        for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
+            const int kc = std::min(kChunk, w.cols - k0);
+            for (int q = 0; q < P; ++q) {
+                chunks[q] = reinterpret_cast<const float*>(w.panel(p0 + q)) + std::int64_t{k0} * 32;
+                masks[q] = row_masks(w.rows - (p0 + q) * kPanel);
+            }
+            const bool add = accumulate || k0 > 0;
+            const float* xk = xp + std::int64_t{k0} * M;
+            float* yp = y + p0 * kPanel;
+            switch (P) {
+                case 4: matmul_tile_panels<M, 4>(xk, chunks, kc, yp, ldy, masks, add); break;
+                case 3: matmul_tile_panels<M, 3>(xk, chunks, kc, yp, ldy, masks, add); break;
+                case 2: matmul_tile_panels<M, 2>(xk, chunks, kc, yp, ldy, masks, add); break;
+                default: matmul_tile_panels<M, 1>(xk, chunks, kc, yp, ldy, masks, add); break;
+            }
+        }
+    }
+}
+
 // Widens inputs [k0, k0+kc) of panel p into fp32 `chunk` [kc][32] (64-byte aligned): for fp16,
 // bf16 and Q8_0 this is done once per chunk and then reused by every token of the prompt.
 GLASS_AVX512 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc, float* chunk) {
@@ -316,6 +378,9 @@ GLASS_AVX512 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int 
 template <class Unpack>
 GLASS_AVX512 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const float* xp, int n, float* y, long ldy,
                                      int p0, int p1, bool accumulate, float* scratch) {
+    if (w.type == WeightType::fp32 && n <= 2)  // one or two tokens: several panels per pass
+        return n == 1 ? matmul_few_tokens<1>(w, xp, y, ldy, p0, p1, accumulate)
+                      : matmul_few_tokens<2>(w, xp, y, ldy, p0, p1, accumulate);
     for (int p = p0; p < p1; ++p) {
         const RowMasks masks = row_masks(w.rows - p * kPanel);
         for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
