@@ -373,6 +373,32 @@ GLASS_AVX2 inline void matmul_one_token_two_panels(const float* x, const float* 
     store_panel(y_b, valid_b, panel_b, accumulate);
 }
 
+// One token over three fp32 panels (96 rows, 12 accumulators: the register file, with the
+// broadcast x and a weight register), for work items of 3 panels or more (the fast model's
+// items for stories110M's 768 × 768 matrices are 3 panels: two + one left 4 chains for the
+// third). Named variables, as in matmul_tile_panel3. Same microbenchmark as below, items of 3
+// panels, three rounds alternated: 39.1-41.4 → 44.2-44.5 GB/s (a slow minute).
+GLASS_AVX2 inline void matmul_one_token_three_panels(const float* x, const float* const chunks[3], int kc, float* y,
+                                                     int valid, bool accumulate) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // panel 0: rows 0-7, 8-15, 16-23, 24-31
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // panel 1
+    __m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0;                   // panel 2
+    const float *wa = chunks[0], *wb = chunks[1], *wc = chunks[2];
+    for (int k = 0; k < kc; ++k, wa += 32, wb += 32, wc += 32) {
+        const __m256 xk = _mm256_broadcast_ss(x + k);
+        a0 = _mm256_fmadd_ps(xk, _mm256_load_ps(wa), a0), b0 = _mm256_fmadd_ps(xk, _mm256_load_ps(wb), b0);
+        c0 = _mm256_fmadd_ps(xk, _mm256_load_ps(wc), c0), a1 = _mm256_fmadd_ps(xk, _mm256_load_ps(wa + 8), a1);
+        b1 = _mm256_fmadd_ps(xk, _mm256_load_ps(wb + 8), b1), c1 = _mm256_fmadd_ps(xk, _mm256_load_ps(wc + 8), c1);
+        a2 = _mm256_fmadd_ps(xk, _mm256_load_ps(wa + 16), a2), b2 = _mm256_fmadd_ps(xk, _mm256_load_ps(wb + 16), b2);
+        c2 = _mm256_fmadd_ps(xk, _mm256_load_ps(wc + 16), c2), a3 = _mm256_fmadd_ps(xk, _mm256_load_ps(wa + 24), a3);
+        b3 = _mm256_fmadd_ps(xk, _mm256_load_ps(wb + 24), b3), c3 = _mm256_fmadd_ps(xk, _mm256_load_ps(wc + 24), c3);
+    }
+    const __m256 panel0[4] = {a0, a1, a2, a3}, panel1[4] = {b0, b1, b2, b3}, panel2[4] = {c0, c1, c2, c3};
+    store_panel(y, valid, panel0, accumulate);
+    store_panel(y + kPanel, valid - kPanel, panel1, accumulate);
+    store_panel(y + 2 * kPanel, valid - 2 * kPanel, panel2, accumulate);
+}
+
 // Widens inputs [k0, k0+kc) of panel p into fp32 `chunk` [kc][32] (32-byte aligned): done once
 // per chunk for fp16, bf16, Q8_0 and Q4_0, then reused by every token of the prompt.
 GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc, float* chunk) {
@@ -407,9 +433,16 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
 template <class Unpack>
 GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const float* xp, int n, float* y, long ldy,
                                    int p0, int p1, bool accumulate, float* scratch) {
-    if (n == 1 && w.type == WeightType::fp32) {  // a lone token: two panels per pass
-        for (; p0 + 2 <= p1; p0 += 2)
+    if (n == 1 && w.type == WeightType::fp32) {  // a lone token: three panels per pass, then two
+        for (; p0 + 3 <= p1; p0 += 3)
             for (int k0 = 0; k0 < w.cols; k0 += kChunk) {  // chunk by chunk, as below
+                const int kc = std::min(kChunk, w.cols - k0);
+                const float* chunks[3];
+                for (int q = 0; q < 3; ++q) chunks[q] = reinterpret_cast<const float*>(w.panel(p0 + q)) + std::int64_t{k0} * 32;
+                matmul_one_token_three_panels(xp + k0, chunks, kc, y + p0 * kPanel, w.rows - p0 * kPanel, accumulate || k0 > 0);
+            }
+        for (; p0 + 2 <= p1; p0 += 2)
+            for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
                 const int kc = std::min(kChunk, w.cols - k0);
                 const float* chunk_a = reinterpret_cast<const float*>(w.panel(p0)) + std::int64_t{k0} * 32;
                 const float* chunk_b = reinterpret_cast<const float*>(w.panel(p0 + 1)) + std::int64_t{k0} * 32;
