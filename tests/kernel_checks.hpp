@@ -184,6 +184,15 @@ inline void check_products(const Kernels& fast) {
                         std::vector<float> alone(std::size_t(rows), 0.5f), x7(x.begin() + 7 * cols, x.begin() + 8 * cols);
                         fast.matmul(m, x7.data(), 1, alone.data(), rows, 0, m.panels(), accumulate, scratch);
                         CHECK(std::equal(alone.begin(), alone.end(), y_fast.begin() + 7 * rows));
+                        // The same over panels [1, 3) only (a pair of panels: the sets take one or two
+                        // tokens over several panels per pass), and tokens 7 and 8 as a batch of two.
+                        std::vector<float> part(std::size_t(rows), 0.5f), pair(std::size_t(2 * rows), 0.5f), x78(std::size_t(2 * cols));
+                        fast.matmul(m, x7.data(), 1, part.data(), rows, 1, m.panels(), accumulate, scratch);
+                        CHECK(std::all_of(part.begin(), part.begin() + glass::fast::kPanel, [](float v) { return v == 0.5f; }));
+                        CHECK(std::equal(part.begin() + glass::fast::kPanel, part.end(), y_fast.begin() + 7 * rows + glass::fast::kPanel));
+                        glass::fast::pack_tokens(x.data() + 7 * cols, cols, 2, cols, x78.data());
+                        fast.matmul(m, x78.data(), 2, pair.data(), rows, 0, m.panels(), accumulate, scratch);
+                        CHECK(std::equal(pair.begin(), pair.end(), y_fast.begin() + 7 * rows));
                     }
                 }
             }

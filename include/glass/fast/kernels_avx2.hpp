@@ -373,11 +373,11 @@ GLASS_AVX2 inline void matmul_one_token_two_panels(const float* x, const float* 
     store_panel(y_b, valid_b, panel_b, accumulate);
 }
 
-// One token over three fp32 panels (96 rows, 12 accumulators: the register file, with the
-// broadcast x and a weight register), for work items of 3 panels or more (the fast model's
-// items for stories110M's 768 × 768 matrices are 3 panels: two + one left 4 chains for the
-// third). Named variables, as in matmul_tile_panel3. Same microbenchmark as below, items of 3
-// panels, three rounds alternated: 39.1-41.4 → 44.2-44.5 GB/s (a slow minute).
+// One token over three fp32 panels (96 rows: 12 accumulators and the broadcast x; the FMAs read
+// the weights straight from memory), for work items of 3 panels or more (the fast model's items
+// for stories110M's 768 × 768 matrices are 3 panels: two + one left 4 chains for the third).
+// Named variables, as in matmul_tile_panel3. The microbenchmark above, items of 3 panels, three
+// rounds alternated: 39.1-41.4 → 44.2-44.5 GB/s (a slow minute).
 GLASS_AVX2 inline void matmul_one_token_three_panels(const float* x, const float* const chunks[3], int kc, float* y,
                                                      int valid, bool accumulate) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // panel 0: rows 0-7, 8-15, 16-23, 24-31
