@@ -113,6 +113,7 @@
 #include "glass/fast/kernel_table.hpp"
 #include "glass/fast/kernels_portable.hpp"
 #include "glass/fast/kernels_avx2.hpp"
+#include "glass/fast/kernels_avx2_matmul.hpp"
 #include "glass/fast/kernels_avx2_kquants.hpp"
 #include "glass/fast/kernels_avx2_attention.hpp"
 #include "glass/fast/kernels_avx512.hpp"

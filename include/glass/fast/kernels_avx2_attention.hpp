@@ -1,7 +1,7 @@
 /// \file
 /// \brief glass/fast/kernels_avx2_attention.hpp — the AVX2 inner loops of attention, the MLP's
-/// activation and a row's int8 blocks, and the AVX2 set's table (kernels_avx2.hpp holds the
-/// matrix products).
+/// activation and a row's int8 blocks, and the AVX2 set's table (kernels_avx2.hpp and
+/// kernels_avx2_matmul.hpp hold the matrix products).
 /// ```text
 /// The AVX-512 versions (kernels_avx512_attention.hpp) at 8 lanes: decode attention walks cached
 /// rows (dot_rows, add_rows), prefill attention multiplies tiles of ≤ 4 queries (attention_scores,

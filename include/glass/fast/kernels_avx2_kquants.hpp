@@ -15,13 +15,13 @@
 ///   decode, int8 x    AVX-VNNI: vpdpbusd, q (unsigned bytes) times qx (signed), 4 per lane;
 ///                     plain AVX2: vpmaddubsw (pairs, 16 bits) then vpmaddwd by ones (lanes)
 ///   prefill           a 128-input chunk (half a super-block) widened to fp32 weights, then the
-///                     fp32 register tiles of kernels_avx2.hpp
+///                     fp32 register tiles of kernels_avx2_matmul.hpp
 /// A panel is four 8-row quarters here: one 32-byte half of a group's 64 nibble bytes holds
 /// rows 8h .. 8h+7 (low nibbles) and 8h+16 .. 8h+23 (high), as for Q4_0 (group_bytes).
 /// Each kernel is a template on the layout (E: the bits above the nibble), so its offsets,
 /// shift counts and masks are constants; matvec_k, matvec_int8_k and unpack_k_chunk pick the
 /// instance. The table (kernels_avx2_attention.hpp) takes the *_all entries below: these for
-/// k-quant panels, kernels_avx2.hpp's for every other type.
+/// k-quant panels, kernels_avx2.hpp's and kernels_avx2_matmul.hpp's for every other type.
 /// ```
 #pragma once
 
@@ -32,7 +32,7 @@
 #include <cstring>
 #include <vector>
 
-#include "glass/fast/kernels_avx2.hpp"
+#include "glass/fast/kernels_avx2_matmul.hpp"  // matmul_with, kChunk (and kernels_avx2.hpp)
 #include "glass/fast/packed_kquants.hpp"
 #include "glass/fast/packed_weights.hpp"
 
@@ -305,7 +305,7 @@ GLASS_AVX2 inline void unpack_k_chunk(const PackedMatrix& w, int p, int k0, int 
     unpack_k_chunk_layout<2>(w, p, k0, kc, chunk);
 }
 
-// ---- The table's entries: k-quant panels here, every other type in kernels_avx2.hpp ---------
+// ---- The table's entries: k-quant panels here, every other type in kernels_avx2(_matmul).hpp
 GLASS_AVX2 inline void matvec_all(const PackedMatrix& w, const float* x, float* y, int p0, int p1, bool accumulate) {
     if (is_k_quant(w.type)) return matvec_k(w, x, y, p0, p1, accumulate);
     matvec(w, x, y, p0, p1, accumulate);
