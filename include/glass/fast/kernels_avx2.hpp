@@ -237,8 +237,8 @@ GLASS_AVX2 inline __m256i add_group_dot(__m256i acc, __m256i q_bytes, __m256i xg
 // Σ_t q_t · qx_t over one block's 32 inputs for every row of a panel, as four int32 registers
 // (rows 8q .. 8q+7 in isum[q]), still with the weights' offset. Even and odd groups run in
 // separate chains: vpdpbusd's latency (4-5 cycles) would otherwise hold four chains to one group
-// per 4-5 cycles, half the rate two VNNI pipes can take. The sums are integers, so their order
-// changes no bit. With Q4_0's pairs kept in 16 bits (add_group_dot) and the layout a template
+// per 4-5 cycles, half the rate two VNNI pipes can take (the k-quants' k_pair_dot does the same).
+// The sums are integers, so their order changes no bit. With Q4_0's pairs kept in 16 bits (add_group_dot) and the layout a template
 // argument (no test of the type per group), Zen 5 VM, 2 threads, a 2048 × 768 Q4_0 matrix read
 // from L2 300 times, three rounds alternated: plain AVX2 65.6-66.4 → 71.6-72.3 GB/s, AVX-VNNI
 // 89.6-91.6 → 93.7. The whole q4 + int8 decode (stories110M shape): 514-550 → 554-563 tokens/s.
@@ -285,15 +285,20 @@ GLASS_AVX2 inline void matvec_int8_impl(const PackedMatrix& w, const Int8Vector&
     }
 }
 
+// The weight type picks the loop's layout once per call.
+template <bool kVnni>
+GLASS_AVX2 inline void matvec_int8_typed(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
+                                         bool accumulate) {
+    if (w.type == WeightType::q4_0) return matvec_int8_impl<kVnni, true>(w, x, y, p0, p1, accumulate);
+    matvec_int8_impl<kVnni, false>(w, x, y, p0, p1, accumulate);
+}
 // Two entry points of the table's type: one for CPUs with AVX-VNNI, one for plain AVX2.
 GLASS_AVX2 inline void matvec_int8_vnni(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
                                         bool accumulate) {
-    if (w.type == WeightType::q4_0) return matvec_int8_impl<true, true>(w, x, y, p0, p1, accumulate);
-    matvec_int8_impl<true, false>(w, x, y, p0, p1, accumulate);
+    matvec_int8_typed<true>(w, x, y, p0, p1, accumulate);
 }
 GLASS_AVX2 inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1, bool accumulate) {
-    if (w.type == WeightType::q4_0) return matvec_int8_impl<false, true>(w, x, y, p0, p1, accumulate);
-    matvec_int8_impl<false, false>(w, x, y, p0, p1, accumulate);
+    matvec_int8_typed<false>(w, x, y, p0, p1, accumulate);
 }
 
 }  // namespace glass::fast::avx2

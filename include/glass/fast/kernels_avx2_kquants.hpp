@@ -29,7 +29,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "glass/fast/kernels_avx2_matmul.hpp"  // matmul_with, kChunk (and kernels_avx2.hpp)
@@ -201,10 +200,8 @@ GLASS_AVX2 inline void k_piece_dot_int8(const std::uint8_t* sub, const std::int8
     const __m256i zero = _mm256_setzero_si256();
     __m256i a[4] = {zero, zero, zero, zero}, b[4] = {zero, zero, zero, zero};  // b: VNNI's second chains
     for (int g = groups * h; g < groups * (h + 1); g += 2) {
-        std::int32_t x0, x1;  // qx of inputs 4g .. 4g+3 and 4g+4 .. 4g+7
-        std::memcpy(&x0, xb + 4 * g, 4);
-        std::memcpy(&x1, xb + 4 * g + 4, 4);
-        const __m256i b0 = _mm256_set1_epi32(x0), b1 = _mm256_set1_epi32(x1);
+        // qx of inputs 4g .. 4g+3 and 4g+4 .. 4g+7 in every lane
+        const __m256i b0 = broadcast_group(xb + 4 * g), b1 = broadcast_group(xb + 4 * g + 4);
 #pragma GCC unroll 2
         for (int half = 0; half < 2; ++half) {
             __m256i l0, h0, l1, h1;
