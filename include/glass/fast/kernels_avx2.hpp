@@ -200,11 +200,19 @@ GLASS_AVX2 inline __m256i dpbusd_vex(__m256i acc, __m256i unsigned_bytes, __m256
 
 // The group's bytes for the integer product: Q4_0 unsigned (q + 8: the nibble itself); Q8_0
 // unsigned (q + 128) for VNNI, signed q for vpmaddubsw (which takes its sign apart itself).
+// A Q4_0 byte holds row r's nibble low and row r + 16's high: lo + 16 · hi. VNNI takes bytes
+// whole (no saturation), so it multiplies the bytes as they are (lo + 16 · hi) for rows 0-15 and
+// the high nibbles in place (16 · hi, one and) for rows 16-31; block_int8_dots then takes
+// the two apart exactly: lo = whole − 16 · hi, hi = (16 · hi) / 16. Zen 5 VM, 2 threads, a 2048 ×
+// 768 Q4_0 matrix read from L2, three rounds alternated: 106-108 → 124-128 GB/s, same bits.
+// vpmaddubsw saturates at 2^15, so plain AVX2 masks each nibble out (a shift and two ands per
+// pair of registers).
 template <bool kVnni, bool kQ4>
 GLASS_AVX2 inline __m256i int8_group_bytes(const unsigned char* block, int g, int q) {
     const unsigned char* ints = block + kPanel * 2;
     if constexpr (kQ4) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ints + g * 64 + (q % 2) * 32));
+        if constexpr (kVnni) return q < 2 ? v : _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(0xF0)));
         return _mm256_and_si256(q < 2 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
     }
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ints + g * 128 + q * 32));
@@ -253,6 +261,14 @@ GLASS_AVX2 inline void block_int8_dots(const unsigned char* block, const std::in
             even[q] = add_group_dot<kVnni, kQ4>(even[q], int8_group_bytes<kVnni, kQ4>(block, g, q), x_even);
             odd[q] = add_group_dot<kVnni, kQ4>(odd[q], int8_group_bytes<kVnni, kQ4>(block, g + 1, q), x_odd);
         }
+    }
+    if constexpr (kVnni && kQ4) {  // whole bytes in 0-1, 16 · high nibbles in 2-3 (int8_group_bytes)
+        const __m256i hi16_0 = _mm256_add_epi32(even[2], odd[2]), hi16_1 = _mm256_add_epi32(even[3], odd[3]);
+        isum[0] = _mm256_sub_epi32(_mm256_add_epi32(even[0], odd[0]), hi16_0);  // rows 0-7: low nibbles
+        isum[1] = _mm256_sub_epi32(_mm256_add_epi32(even[1], odd[1]), hi16_1);
+        isum[2] = _mm256_srai_epi32(hi16_0, 4);  // a multiple of 16: the shift is exact
+        isum[3] = _mm256_srai_epi32(hi16_1, 4);
+        return;
     }
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q)
