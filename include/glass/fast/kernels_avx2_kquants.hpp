@@ -193,10 +193,19 @@ GLASS_AVX2 inline void k_pair_dot(__m256i& a0, __m256i& a1, __m256i q0, __m256i 
     }
 }
 
+// Group g, half `half`, as vpdpbusd takes a Q4_K group: the bytes whole (lo + 16·hi) and the high
+// nibbles in place (16·hi), one and instead of k_group's shift and two (int8_group_bytes does the
+// same for Q4_0, kernels_avx2.hpp); k_piece_dot_int8 takes the two sums apart exactly.
+GLASS_AVX2 inline void k_group_whole(const std::uint8_t* sub, int g, int half, __m256i& whole, __m256i& hi16) {
+    whole = load32(sub + kq_nibbles(g) + 32 * half);
+    hi16 = _mm256_and_si256(whole, _mm256_set1_epi8(static_cast<char>(0xF0)));
+}
+
 // Σ q·qx over piece h of sub-block `sub` (x's block xb), per quarter of rows.
 template <bool kVnni, int E>
 GLASS_AVX2 inline void k_piece_dot_int8(const std::uint8_t* sub, const std::int8_t* xb, int h, __m256i isum[4]) {
     constexpr int groups = kPiece<E> / 4;
+    constexpr bool kWhole = kVnni && E == 0;  // Q4_K under vpdpbusd: k_group_whole
     const __m256i zero = _mm256_setzero_si256();
     __m256i a[4] = {zero, zero, zero, zero}, b[4] = {zero, zero, zero, zero};  // b: VNNI's second chains
     for (int g = groups * h; g < groups * (h + 1); g += 2) {
@@ -205,20 +214,34 @@ GLASS_AVX2 inline void k_piece_dot_int8(const std::uint8_t* sub, const std::int8
 #pragma GCC unroll 2
         for (int half = 0; half < 2; ++half) {
             __m256i l0, h0, l1, h1;
-            k_group<E>(sub, g, half, l0, h0);
-            k_group<E>(sub, g + 1, half, l1, h1);
+            if constexpr (kWhole) {
+                k_group_whole(sub, g, half, l0, h0);
+                k_group_whole(sub, g + 1, half, l1, h1);
+            } else {
+                k_group<E>(sub, g, half, l0, h0);
+                k_group<E>(sub, g + 1, half, l1, h1);
+            }
             k_pair_dot<kVnni>(a[half], b[half], l0, b0, l1, b1);
             k_pair_dot<kVnni>(a[2 + half], b[2 + half], h0, b0, h1, b1);
         }
     }
+#pragma GCC unroll 4  // (rolled, GCC 12 kept isum on the stack and matvec_int8_k_layout read it back)
     for (int q = 0; q < 4; ++q) isum[q] = _mm256_add_epi32(a[q], b[q]);
+    if constexpr (kWhole) {  // Σ (lo + 16·hi)·qx and Σ 16·hi·qx apart: lo = whole − 16·hi, hi = a 16th
+        isum[0] = _mm256_sub_epi32(isum[0], isum[2]);
+        isum[1] = _mm256_sub_epi32(isum[1], isum[3]);
+        isum[2] = _mm256_srai_epi32(isum[2], 4);
+        isum[3] = _mm256_srai_epi32(isum[3], 4);
+    }
 }
 
 template <bool kVnni, int E>
 GLASS_AVX2 inline void matvec_int8_k_layout(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
                                             bool accumulate) {
     constexpr int piece = kPiece<E>, pieces = kSubBlock / piece;  // per sub-block
-    const std::int32_t* x_sums = piece_sums<std::int32_t>(x.q, w.cols, piece);  // Σ qx over each piece
+    // Σ qx over each piece: x's own block sums where a piece is a block of 32 (Q4_K, Q5_K); summed
+    // here, per call, for Q6_K's pieces of 16 (a scalar pass over x cost Q4_K ~12 % of its time).
+    const std::int32_t* x_sums = piece == kQuantBlock ? x.sums : piece_sums<std::int32_t>(x.q, w.cols, piece);
     for (int p = p0; p < p1; ++p) {
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int s = 0; s < w.super_blocks(); ++s) {

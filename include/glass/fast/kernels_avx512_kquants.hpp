@@ -185,8 +185,16 @@ GLASS_AVX512_VNNI inline void k_piece_dot_int8(const std::uint8_t* sub, const st
         std::memcpy(&x0, xb + 4 * g, 4);
         std::memcpy(&x1, xb + 4 * g + 4, 4);
         __m512i l0, h0, l1, h1;
-        k_group<E>(sub, g, l0, h0);
-        k_group<E>(sub, g + 1, l1, h1);
+        if constexpr (E == 0) {  // Q4_K: the bytes whole (lo + 16·hi) and the high nibbles in place
+            // (16·hi), one and instead of k_group's shift and two, as matvec_int8 takes Q4_0
+            l0 = _mm512_loadu_si512(sub + kq_nibbles(g));
+            l1 = _mm512_loadu_si512(sub + kq_nibbles(g + 1));
+            h0 = _mm512_and_si512(l0, _mm512_set1_epi8(static_cast<char>(0xF0)));
+            h1 = _mm512_and_si512(l1, _mm512_set1_epi8(static_cast<char>(0xF0)));
+        } else {
+            k_group<E>(sub, g, l0, h0);
+            k_group<E>(sub, g + 1, l1, h1);
+        }
         const __m512i b0 = _mm512_set1_epi32(x0), b1 = _mm512_set1_epi32(x1);
         lo0 = _mm512_dpbusd_epi32(lo0, l0, b0);
         hi0 = _mm512_dpbusd_epi32(hi0, h0, b0);
@@ -195,13 +203,19 @@ GLASS_AVX512_VNNI inline void k_piece_dot_int8(const std::uint8_t* sub, const st
     }
     lo = _mm512_add_epi32(lo0, lo1);
     hi = _mm512_add_epi32(hi0, hi1);
+    if constexpr (E == 0) {  // lo = whole − 16·hi; hi = a sixteenth of 16·hi (exact)
+        lo = _mm512_sub_epi32(lo, hi);
+        hi = _mm512_srai_epi32(hi, 4);
+    }
 }
 
 template <int E>
 GLASS_AVX512_VNNI inline void matvec_int8_k_layout(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
                                                    bool accumulate) {
     constexpr int piece = kPiece<E>, pieces = kSubBlock / piece;
-    const std::int32_t* x_sums = piece_sums<std::int32_t>(x.q, w.cols, piece);  // Σ qx over each piece
+    // Σ qx over each piece: x's own block sums where a piece is a block of 32 (Q4_K, Q5_K); summed
+    // here, per call, for Q6_K's pieces of 16 (a scalar pass over x cost Q4_K ~12 % of its time).
+    const std::int32_t* x_sums = piece == kQuantBlock ? x.sums : piece_sums<std::int32_t>(x.q, w.cols, piece);
     for (int p = p0; p < p1; ++p) {
         __m512 acc_lo = _mm512_setzero_ps(), acc_hi = _mm512_setzero_ps();
         for (int s = 0; s < w.super_blocks(); ++s) {
