@@ -207,6 +207,13 @@ GLASS_AVX2 inline __m256i dpbusd_vex(__m256i acc, __m256i unsigned_bytes, __m256
 // 768 Q4_0 matrix read from L2, three rounds alternated: 106-108 → 124-128 GB/s, same bits.
 // vpmaddubsw saturates at 2^15, so plain AVX2 masks each nibble out (a shift and two ands per
 // pair of registers).
+// The two sums of such whole bytes apart, exactly: whole = Σ (lo + 16·hi)·qx and hi16 = Σ 16·hi·qx
+// become Σ lo·qx and Σ hi·qx (hi16 is a multiple of 16, so the shift is exact). Q4_0 here, Q4_K in
+// kernels_avx2_kquants.hpp.
+GLASS_AVX2 inline void separate_nibble_sums(__m256i& whole, __m256i& hi16) {
+    whole = _mm256_sub_epi32(whole, hi16);
+    hi16 = _mm256_srai_epi32(hi16, 4);
+}
 template <bool kVnni, bool kQ4>
 GLASS_AVX2 inline __m256i int8_group_bytes(const unsigned char* block, int g, int q) {
     const unsigned char* ints = block + kPanel * 2;
@@ -262,18 +269,14 @@ GLASS_AVX2 inline void block_int8_dots(const unsigned char* block, const std::in
             odd[q] = add_group_dot<kVnni, kQ4>(odd[q], int8_group_bytes<kVnni, kQ4>(block, g + 1, q), x_odd);
         }
     }
-    if constexpr (kVnni && kQ4) {  // whole bytes in 0-1, 16 · high nibbles in 2-3 (int8_group_bytes)
-        const __m256i hi16_0 = _mm256_add_epi32(even[2], odd[2]), hi16_1 = _mm256_add_epi32(even[3], odd[3]);
-        isum[0] = _mm256_sub_epi32(_mm256_add_epi32(even[0], odd[0]), hi16_0);  // rows 0-7: low nibbles
-        isum[1] = _mm256_sub_epi32(_mm256_add_epi32(even[1], odd[1]), hi16_1);
-        isum[2] = _mm256_srai_epi32(hi16_0, 4);  // a multiple of 16: the shift is exact
-        isum[3] = _mm256_srai_epi32(hi16_1, 4);
-        return;
-    }
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q)
         isum[q] = !kVnni && kQ4 ? _mm256_madd_epi16(_mm256_add_epi16(even[q], odd[q]), _mm256_set1_epi16(1))
                                 : _mm256_add_epi32(even[q], odd[q]);
+    if constexpr (kVnni && kQ4) {  // whole bytes in 0-1, 16 · high nibbles in 2-3 (int8_group_bytes)
+        separate_nibble_sums(isum[0], isum[2]);
+        separate_nibble_sums(isum[1], isum[3]);
+    }
 }
 
 template <bool kVnni, bool kQ4>

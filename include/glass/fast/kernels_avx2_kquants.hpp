@@ -227,11 +227,9 @@ GLASS_AVX2 inline void k_piece_dot_int8(const std::uint8_t* sub, const std::int8
     }
 #pragma GCC unroll 4  // (rolled, GCC 12 kept isum on the stack and matvec_int8_k_layout read it back)
     for (int q = 0; q < 4; ++q) isum[q] = _mm256_add_epi32(a[q], b[q]);
-    if constexpr (kWhole) {  // Σ (lo + 16·hi)·qx and Σ 16·hi·qx apart: lo = whole − 16·hi, hi = a 16th
-        isum[0] = _mm256_sub_epi32(isum[0], isum[2]);
-        isum[1] = _mm256_sub_epi32(isum[1], isum[3]);
-        isum[2] = _mm256_srai_epi32(isum[2], 4);
-        isum[3] = _mm256_srai_epi32(isum[3], 4);
+    if constexpr (kWhole) {  // whole bytes in 0-1, 16·high nibbles in 2-3 (k_group_whole)
+        separate_nibble_sums(isum[0], isum[2]);
+        separate_nibble_sums(isum[1], isum[3]);
     }
 }
 

@@ -196,6 +196,12 @@ GLASS_AVX512 inline void matvec(const PackedMatrix& w, const float* x, float* y,
 // byte's top bit. So each lane sums (q + offset) · qx, and offset · Σ qx (x.sums) comes off
 // before the block's sum becomes fp32 and meets the two scales. Integer sums are exact: this
 // equals quantize.hpp's quantized_dot_int8 up to the order of the fp32 additions over blocks.
+// Q4 bytes taken whole (below, and Q4_K in kernels_avx512_kquants.hpp): whole = Σ (lo + 16·hi)·qx
+// and hi16 = Σ 16·hi·qx become Σ lo·qx and Σ hi·qx, exactly (hi16 is a multiple of 16).
+GLASS_AVX512 inline void separate_nibble_sums(__m512i& whole, __m512i& hi16) {
+    whole = _mm512_sub_epi32(whole, hi16);
+    hi16 = _mm512_srai_epi32(hi16, 4);
+}
 GLASS_AVX512_VNNI inline void matvec_int8(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
                                           bool accumulate) {
     const bool q4 = w.type == WeightType::q4_0;
@@ -233,10 +239,7 @@ GLASS_AVX512_VNNI inline void matvec_int8(const PackedMatrix& w, const Int8Vecto
                 }
             }
             __m512i int_lo = _mm512_add_epi32(lo0, lo1), int_hi = _mm512_add_epi32(hi0, hi1);
-            if (q4) {  // Σ (lo + 16 · hi) · qx and Σ 16 · hi · qx: lo = whole − 16 · hi; hi = a 16th (exact)
-                int_lo = _mm512_sub_epi32(int_lo, int_hi);
-                int_hi = _mm512_srai_epi32(int_hi, 4);
-            }
+            if (q4) separate_nibble_sums(int_lo, int_hi);
             const __m512i correction = _mm512_set1_epi32(offset * x.sums[b]);
             const __m512 sum_lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(int_lo, correction));
             const __m512 sum_hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(int_hi, correction));

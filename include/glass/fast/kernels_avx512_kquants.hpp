@@ -203,10 +203,7 @@ GLASS_AVX512_VNNI inline void k_piece_dot_int8(const std::uint8_t* sub, const st
     }
     lo = _mm512_add_epi32(lo0, lo1);
     hi = _mm512_add_epi32(hi0, hi1);
-    if constexpr (E == 0) {  // lo = whole − 16·hi; hi = a sixteenth of 16·hi (exact)
-        lo = _mm512_sub_epi32(lo, hi);
-        hi = _mm512_srai_epi32(hi, 4);
-    }
+    if constexpr (E == 0) separate_nibble_sums(lo, hi);
 }
 
 template <int E>
