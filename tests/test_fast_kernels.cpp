@@ -40,6 +40,7 @@
 
 #include "glass/fast/benchmark.hpp"
 #include "glass/fast/kernels.hpp"
+#include "glass/fast/random_model.hpp"
 #include "glass/fast/token_tiles.hpp"
 #include "glass/kv_cache.hpp"
 #include "glass/quantize.hpp"
@@ -754,6 +755,63 @@ TEST_CASE("decode_cache_bytes_per_token counts the rows each step reads, windows
     }
     c.sliding_window = 0;  // every layer global: positions 2, 3, 4 read 3, 4, 5 rows
     CHECK(glass::fast::decode_cache_bytes_per_token(c, glass::KvType::fp32, 2, 3) == doctest::Approx(4 * 4 * 2 * 16 * 4 * 2));
+}
+
+// region_read_probe's regions are decode's: per layer q|k|v, o, gate|up (up sharing the gate's
+// items), down, then the classifier; each matrix's panels cut into runs that tile it once, in
+// order. Its bytes are every packed matrix's, counted here from the shapes: the model's streamed
+// bytes less the norm gains (two per layer and the final one, fp32). Shapes with a few panels per
+// matrix (dim 96 = 3 panels, hidden 160 = 5, vocab 300 = 10), Q4_0 and fp32 panels, 2 threads.
+TEST_CASE("region_read_probe reads decode's regions: every panel of every matrix once, in decode's order") {
+    glass::ModelConfig c{};
+    c.dim = 96;
+    c.hidden_dim = 160;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = 24;
+    c.vocab_size = 300;
+    c.seq_len = 32;
+    const glass::Model model = glass::fast::random_model_in_memory(c, 7);
+    for (glass::fast::WeightType type : {glass::fast::WeightType::q4_0, glass::fast::WeightType::fp32}) {
+        CAPTURE(glass::fast::to_string(type));
+        glass::fast::FastModel m(model, {.threads = 2, .weights = type}, glass::fast::SingleRow::matvec);
+        const auto regions = glass::fast::decode_read_regions(m, 2);
+        REQUIRE(regions.size() == std::size_t(4 * c.n_layers + 1));
+        std::int64_t matrix_bytes = 0;
+        for (std::size_t r = 0; r < regions.size(); ++r) {
+            const int l = static_cast<int>(r / 4);
+            const glass::fast::FastModel::Layer* w = r + 1 < regions.size() ? &m.layer(l) : nullptr;
+            const std::vector<const glass::fast::PackedMatrix*> want =
+                !w ? std::vector<const glass::fast::PackedMatrix*>{&m.classifier()}
+                : r % 4 == 0 ? std::vector<const glass::fast::PackedMatrix*>{&w->wq, &w->wk, &w->wv}
+                : r % 4 == 1 ? std::vector<const glass::fast::PackedMatrix*>{&w->wo}
+                : r % 4 == 2 ? std::vector<const glass::fast::PackedMatrix*>{&w->w1}
+                             : std::vector<const glass::fast::PackedMatrix*>{&w->w2};
+            const glass::fast::PackedMatrix* paired = w && r % 4 == 2 ? &w->w3 : nullptr;
+            std::size_t at = 0;  // the region's items: each wanted matrix's panels, front to back
+            for (const glass::fast::PackedMatrix* matrix : want) {
+                int next = 0;
+                while (at < regions[r].size() && regions[r][at].w == matrix) {
+                    const glass::fast::ReadItem& item = regions[r][at++];
+                    CHECK(item.paired == paired);
+                    CHECK(item.p0 == next);
+                    CHECK(item.p1 > item.p0);
+                    next = item.p1;
+                }
+                CHECK(next == matrix->panels());
+                matrix_bytes += matrix->bytes() * (paired ? 2 : 1);
+            }
+            CHECK(at == regions[r].size());
+        }
+        const std::int64_t norms = std::int64_t{2 * c.n_layers + 1} * c.dim * 4;
+        CHECK(matrix_bytes == m.weight_bytes() - norms);
+        const glass::fast::RegionReadProbe probe = glass::fast::region_read_probe(m, 3);
+        CHECK(probe.bytes == matrix_bytes);
+        CHECK(probe.bytes_per_s.min > 0);
+        CHECK(probe.bytes_per_s.min <= probe.bytes_per_s.median);
+        CHECK(probe.bytes_per_s.median <= probe.bytes_per_s.max);
+    }
 }
 
 // A batch's roofline by hand: 400 MB of weights, 1 MB of cache per sequence, 200 MFLOP per token,

@@ -6,7 +6,8 @@
 // (--weights is an older name for --precision, still accepted.)
 // --probes also measures read bandwidth and FMA peak with the same threads and prints the
 // ratios (decode: (weight bytes + the K/V bytes a step reads) × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak), each probe
-// running the kernel set's own instructions. --kernels forces a set, as GLASS_KERNELS does.
+// running the kernel set's own instructions; and the read of the model's matrices in decode's own
+// parallel regions (benchmark.hpp), decode's second ratio. --kernels forces a set, as GLASS_KERNELS does.
 #include <thread>
 
 #include "cli.hpp"
@@ -98,19 +99,27 @@ nlohmann::json bench_json(const BenchOptions& o, glass::fast::WeightType weights
 
 // --probes: read bandwidth and FMA peak with the same threads and kernels, and the speeds as
 // fractions of them; printed, and added to `j`.
-void run_probes(const BenchOptions& o, const glass::fast::FastCpuSession& session, const BenchFigures& f,
+// The regions' read (region_read_probe): the model's matrices read in decode's parallel regions,
+// the ceiling of decode's structure on these threads, beside the plain read's.
+void run_probes(const BenchOptions& o, glass::fast::FastCpuSession& session, const BenchFigures& f,
                 nlohmann::json& j) {
     const auto bw = glass::fast::read_bandwidth_probe(o.threads, std::int64_t{1} << 30, 7, session.kernels());
+    const auto regions = glass::fast::region_read_probe(session.fast_model()).bytes_per_s;
     const auto peak = glass::fast::fma_peak_probe(o.threads, 7, session.kernels());
-    const double decode_ratio = (f.weight_bytes + f.cache_bytes) * f.speeds.decode_tokens_per_s.median / bw.median;
+    const double decode_bytes_per_s = (f.weight_bytes + f.cache_bytes) * f.speeds.decode_tokens_per_s.median;
+    const double decode_ratio = decode_bytes_per_s / bw.median, region_ratio = decode_bytes_per_s / regions.median;
     const double prefill_ratio = f.flops_per_prompt * f.speeds.prefill_tokens_per_s.median / o.prompt_len / peak.median;
-    std::printf("probes (%d threads): read %.1f GB/s [%.1f – %.1f], FMA peak %.1f GFLOP/s [%.1f – %.1f]\n",
-                o.threads, bw.median / 1e9, bw.min / 1e9, bw.max / 1e9, peak.median / 1e9,
-                peak.min / 1e9, peak.max / 1e9);
-    std::printf("decode at %.0f %% of read bandwidth; prefill at %.0f %% of FMA peak\n",
-                100 * decode_ratio, 100 * prefill_ratio);
+    std::printf("probes (%d threads): read %.1f GB/s [%.1f – %.1f], in decode's regions %.1f GB/s [%.1f – %.1f], "
+                "FMA peak %.1f GFLOP/s [%.1f – %.1f]\n",
+                o.threads, bw.median / 1e9, bw.min / 1e9, bw.max / 1e9, regions.median / 1e9, regions.min / 1e9,
+                regions.max / 1e9, peak.median / 1e9, peak.min / 1e9, peak.max / 1e9);
+    std::printf("decode at %.0f %% of read bandwidth (%.0f %% of the read in its regions); prefill at %.0f %% of FMA peak\n",
+                100 * decode_ratio, 100 * region_ratio, 100 * prefill_ratio);
     j["read_bandwidth_bytes_per_s"] = bw.median;
     j["read_bandwidth_range"] = {bw.min, bw.max};
+    j["region_read_bytes_per_s"] = regions.median;
+    j["region_read_range"] = {regions.min, regions.max};
+    j["decode_region_ratio"] = region_ratio;
     j["fma_peak_flops_per_s"] = peak.median;
     j["fma_peak_range"] = {peak.min, peak.max};
     j["decode_bandwidth_ratio"] = decode_ratio;

@@ -144,7 +144,8 @@ const Command kCommands[] = {
      "              [--activations fp32|int8]\n"
      "              [--probes] [--json]\n"
      "      Prefill and decode tokens/s of the fast CPU path (median of R >= 5 runs);\n"
-     "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them.\n"
+     "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them, and a\n"
+     "      read of the model's matrices in decode's own parallel regions.\n"
      "      --activations int8 (q8, q4, the k-quants): decode multiplies int8 inputs by the\n"
      "      integer weights.\n"},
     {"serve-bench", cli::cmd_serve_bench,

@@ -6,6 +6,12 @@
 ///           achieved bandwidth = (weight bytes + cache bytes read) × tokens/s, compared with
 ///           read_bandwidth_probe() (summing a 1 GiB buffer: the best a loop that only reads can
 ///           do on this machine, with the same threads).
+///           On several threads decode cannot stream the way that probe does: a token is ~5
+///           parallel regions per layer (q|k|v, attention, o, gate|up, down), each a few hundred
+///           KB per thread, and every region ends with the threads waiting for each other.
+///           region_read_probe() reads the model's own matrices with that same loop, in decode's
+///           regions and work items, and nothing else: the ceiling of decode's structure, which
+///           the kernels can only approach.
 ///   prefill does 2 FLOPs per weight per prompt token (+ attention): achieved FLOP/s compared
 ///           with fma_peak_probe() (independent fused multiply-adds, nothing else).
 /// Every figure is a median of several runs, with the range, because a shared VM is noisy.
@@ -21,6 +27,7 @@
 
 #include "glass/config.hpp"
 #include "glass/fast/buffer.hpp"
+#include "glass/fast/fast_model.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/thread_pool.hpp"
 #include "glass/session.hpp"
@@ -95,6 +102,83 @@ inline Stat read_bandwidth_probe(int threads, std::int64_t bytes = std::int64_t{
     volatile float keep_alive = sinks[0];  // the sums must look used, or the loop is deleted
     (void)keep_alive;
     return stat_of(rates);
+}
+
+// One work item of a decoded token's products: panels [p0, p1) of `w` (and of `paired`, the
+// up matrix that shares the gate's items in FastModel::run_products; else nullptr).
+struct ReadItem {
+    const PackedMatrix* w;
+    const PackedMatrix* paired;
+    int p0, p1;
+};
+
+// A decoded token's matrices as FastModel::run_products shares them among `threads` threads:
+// one region per run_products call (per layer q|k|v, o, gate|up, down; then the classifier), each
+// product cut into items of panels_per_item panels, the products of a region one after another.
+// (Decode's attention region reads the K/V cache, not weights: it is not here.) A whole model.
+inline std::vector<std::vector<ReadItem>> decode_read_regions(const FastModel& m, int threads) {
+    std::vector<std::vector<ReadItem>> regions;
+    auto add = [&](std::initializer_list<const PackedMatrix*> products, const PackedMatrix* paired = nullptr) {
+        std::vector<ReadItem>& items = regions.emplace_back();
+        for (const PackedMatrix* w : products) {
+            const int per_item = panels_per_item(w->panels(), w->panel_bytes(), threads);
+            for (int p0 = 0; p0 < w->panels(); p0 += per_item)
+                items.push_back({w, paired, p0, std::min(p0 + per_item, w->panels())});
+        }
+    };
+    for (int l = 0; l < m.config().n_layers; ++l) {
+        const FastModel::Layer& w = m.layer(l);
+        add({&w.wq, &w.wk, &w.wv});
+        add({&w.wo});
+        add({&w.w1}, &w.w3);
+        add({&w.w2});
+    }
+    add({&m.classifier()});
+    return regions;
+}
+
+// Read bandwidth (bytes/s) of the model's own matrices read as decode reads them: each region of
+// decode_read_regions in one parallel region of the model's pool, each item's panels summed by
+// read_bandwidth_probe's loop (the packed bytes taken as floats: the sum means nothing, the
+// reading is what counts), nothing between the regions. One value per pass over all of them;
+// `bytes` per pass.
+// Unlike the 1 GiB buffer, a small model's matrices (stories110M in Q4_0: 62 MB) may stay partly in
+// the last-level cache from one pass to the next, as they do from one decoded token to the next:
+// this probe then reads faster than read_bandwidth_probe, and so does decode.
+struct RegionReadProbe {
+    Stat bytes_per_s;
+    std::int64_t bytes = 0;
+};
+inline RegionReadProbe region_read_probe(FastModel& m, int passes = 7) {
+    ThreadPool& pool = m.pool();
+    const Kernels& k = m.kernels();
+    const auto regions = decode_read_regions(m, pool.size());
+    RegionReadProbe probe;
+    for (const auto& region : regions)
+        for (const ReadItem& item : region)
+            probe.bytes += (item.p1 - item.p0) * item.w->panel_bytes() * (item.paired ? 2 : 1);
+    std::vector<float> sinks(static_cast<size_t>(pool.size()));
+    auto read = [&](const PackedMatrix* w, int p0, int p1, int t) {
+        const float* first = reinterpret_cast<const float*>(w->panel(p0));  // panels are 64-byte multiples
+        sinks[static_cast<size_t>(t)] += k.read_sum(first, (p1 - p0) * w->panel_bytes() / 4);
+    };
+    std::vector<double> rates;
+    for (int pass = -1; pass < passes; ++pass) {  // pass -1 warms up
+        const auto t0 = std::chrono::steady_clock::now();
+        for (const auto& region : regions) {
+            auto job = [&](int i, int t) {
+                const ReadItem& item = region[static_cast<size_t>(i)];
+                read(item.w, item.p0, item.p1, t);
+                if (item.paired) read(item.paired, item.p0, item.p1, t);
+            };
+            pool.run(static_cast<int>(region.size()), job);
+        }
+        if (pass >= 0) rates.push_back(static_cast<double>(probe.bytes) / seconds_since(t0));
+    }
+    volatile float keep_alive = sinks[0];  // the sums must look used, or the loop is deleted
+    (void)keep_alive;
+    probe.bytes_per_s = stat_of(rates);
+    return probe;
 }
 
 // Peak fp32 FMA throughput (FLOP/s) of `threads` threads running the kernel set's own

@@ -125,6 +125,8 @@ public:
     const Kernels& kernels() const { return m_.kernels(); }
     std::string panel_types() const { return m_.panel_types(); }  // "q4_k 14, q6_k 3" or "fp32"
     std::string dot_products() const { return m_.dot_products(); }  // "fp32" or "int8 (avx512-vnni)" ...
+    // The packed model, its threads and kernels (benchmark.hpp's region_read_probe reads them).
+    FastModel& fast_model() { return m_; }
 
 private:
     using Product = FastModel::Product;
