@@ -63,10 +63,27 @@ GLASS_AVX2 inline void dot_rows(const float* q, const float* rows, long ld, int 
 }
 
 // y[0..n) += Σ_j a[j] · rows[j][0..n), j in order: one FMA chain per element, y held in
-// registers (32 floats at a time) for the whole run, so cutting the rows into runs gives the
-// same bits (y is stored and reloaded exactly).
+// registers for the whole run, so cutting the rows into runs gives the same bits (y is stored
+// and reloaded exactly). Each element's FMA waits for its previous row's (4 cycles), so the
+// chains side by side are what keeps the two FMA pipes busy: 64 floats (8 chains) at a time,
+// one pass over the rows for a head of 64; a last part of fewer than 64, 32 at a time.
+GLASS_AVX2 inline void add_rows_64(float* y, const float* a, const float* rows, long ld, int n_rows) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) acc[v] = _mm256_loadu_ps(y + 8 * v);
+    for (int j = 0; j < n_rows; ++j) {
+        const __m256 aj = _mm256_set1_ps(a[j]);
+        const float* row = rows + j * ld;
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(aj, _mm256_loadu_ps(row + 8 * v), acc[v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) _mm256_storeu_ps(y + 8 * v, acc[v]);
+}
 GLASS_AVX2 inline void add_rows(float* y, const float* a, const float* rows, long ld, int n_rows, int n) {
-    for (int d0 = 0; d0 < n; d0 += 32) {
+    int d0 = 0;
+    for (; d0 + 64 <= n; d0 += 64) add_rows_64(y + d0, a, rows + d0, ld, n_rows);
+    for (; d0 < n; d0 += 32) {
         const int left = n - d0;
         __m256 y0 = load8(y + d0, left), y1 = load8(y + d0 + 8, left - 8), y2 = load8(y + d0 + 16, left - 16),
                y3 = load8(y + d0 + 24, left - 24);
