@@ -763,15 +763,7 @@ TEST_CASE("decode_cache_bytes_per_token counts the rows each step reads, windows
 // bytes less the norm gains (two per layer and the final one, fp32). Shapes with a few panels per
 // matrix (dim 96 = 3 panels, hidden 160 = 5, vocab 300 = 10), Q4_0 and fp32 panels, 2 threads.
 TEST_CASE("region_read_probe reads decode's regions: every panel of every matrix once, in decode's order") {
-    glass::ModelConfig c{};
-    c.dim = 96;
-    c.hidden_dim = 160;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = 24;
-    c.vocab_size = 300;
-    c.seq_len = 32;
+    const glass::ModelConfig c = glass::llama2_config(96, 160, 2, 4, 2, 300, 32);  // head_dim 24
     const glass::Model model = glass::fast::random_model_in_memory(c, 7);
     for (glass::fast::WeightType type : {glass::fast::WeightType::q4_0, glass::fast::WeightType::fp32}) {
         CAPTURE(glass::fast::to_string(type));
