@@ -113,17 +113,21 @@ struct ReadItem {
 };
 
 // A decoded token's matrices as FastModel::run_products shares them among `threads` threads:
-// one region per run_products call (per layer q|k|v, o, gate|up, down; then the classifier), each
-// product cut into items of panels_per_item panels, the products of a region one after another.
+// one region per run_products call (per layer q|k|v, o, gate|up, down; then the classifier), cut
+// into items by the layout run_products itself uses (FastModel::item_layout).
 // (Decode's attention region reads the K/V cache, not weights: it is not here.) A whole model.
 inline std::vector<std::vector<ReadItem>> decode_read_regions(const FastModel& m, int threads) {
     std::vector<std::vector<ReadItem>> regions;
     auto add = [&](std::initializer_list<const PackedMatrix*> products, const PackedMatrix* paired = nullptr) {
+        const std::span<const PackedMatrix* const> matrices(products.begin(), products.size());
+        const FastModel::ItemLayout layout = FastModel::item_layout(matrices, threads);
         std::vector<ReadItem>& items = regions.emplace_back();
-        for (const PackedMatrix* w : products) {
-            const int per_item = panels_per_item(w->panels(), w->panel_bytes(), threads);
-            for (int p0 = 0; p0 < w->panels(); p0 += per_item)
-                items.push_back({w, paired, p0, std::min(p0 + per_item, w->panels())});
+        for (size_t i = 0; i < matrices.size(); ++i) {
+            const int end = i + 1 < matrices.size() ? layout.items_before[i + 1] : layout.total;
+            for (int item = layout.items_before[i]; item < end; ++item) {
+                const int p0 = (item - layout.items_before[i]) * layout.panels_of_item[i];
+                items.push_back({matrices[i], paired, p0, std::min(p0 + layout.panels_of_item[i], matrices[i]->panels())});
+            }
         }
     };
     for (int l = 0; l < m.config().n_layers; ++l) {

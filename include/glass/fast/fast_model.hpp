@@ -152,6 +152,23 @@ public:
         reserved_rows_ = n;
     }
 
+    // How run_products shares out the matrices of one region: matrix i's items come after
+    // items_before[i] others and cover panels_of_item[i] of its panels each (the last may cover
+    // fewer); total items in all. (benchmark.hpp's region_read_probe cuts decode the same way.)
+    struct ItemLayout {
+        int items_before[4] = {}, panels_of_item[4] = {}, total = 0;  // at most 3 matrices per region
+    };
+    static ItemLayout item_layout(std::span<const PackedMatrix* const> matrices, int threads) {
+        ItemLayout items;
+        for (size_t i = 0; i < matrices.size(); ++i) {
+            const PackedMatrix& w = *matrices[i];
+            items.items_before[i] = items.total;
+            items.panels_of_item[i] = panels_per_item(w.panels(), w.panel_bytes(), threads);
+            items.total += (w.panels() + items.panels_of_item[i] - 1) / items.panels_of_item[i];
+        }
+        return items;
+    }
+
     // The products listed, over n rows, the rows of W shared among the threads in items of
     // about 1 MB of packed weights, at least 4 per thread (panels_per_item, thread_pool.hpp);
     // products listed together run in one parallel region and read the same x. The
@@ -161,15 +178,10 @@ public:
     void run_products(std::span<const Product> products, int n, float* silu_gate = nullptr,
                       const float* silu_up = nullptr) {
         if (n > reserved_rows_) fail("fast products: ", n, " rows but room for ", reserved_rows_);
-        // Product i's items come after items_before[i] others; each covers panels_of_item[i] panels.
-        int items_before[4] = {}, panels_of_item[4] = {}, total = 0;  // at most 3 products are ever listed together
         const size_t listed = silu_gate ? 1 : products.size();  // the MLP pairs share items
-        for (size_t i = 0; i < listed; ++i) {
-            const PackedMatrix& w = *products[i].w;
-            items_before[i] = total;
-            panels_of_item[i] = panels_per_item(w.panels(), w.panel_bytes(), pool_.size());
-            total += (w.panels() + panels_of_item[i] - 1) / panels_of_item[i];
-        }
+        const PackedMatrix* matrices[3] = {};
+        for (size_t i = 0; i < listed; ++i) matrices[i] = products[i].w;
+        const ItemLayout items = item_layout({matrices, listed}, pool_.size());
         const bool matvec = n == 1 && single_row_ == SingleRow::matvec;
         // With int8 activations decode's x goes into int8 blocks once, shared by every thread.
         const bool int8 = matvec && options_.int8_activations;
@@ -195,8 +207,8 @@ public:
         };
         auto job = [&](int item, int thread) {
             size_t i = 0;
-            while (i + 1 < listed && item >= items_before[i + 1]) ++i;
-            const int p0 = (item - items_before[i]) * panels_of_item[i], p1 = p0 + panels_of_item[i];
+            while (i + 1 < listed && item >= items.items_before[i + 1]) ++i;
+            const int p0 = (item - items.items_before[i]) * items.panels_of_item[i], p1 = p0 + items.panels_of_item[i];
             multiply(products[i], p0, p1, thread);
             if (silu_gate) {
                 multiply(products[1], p0, p1, thread);
@@ -206,7 +218,7 @@ public:
                                   silu_up + std::int64_t{t} * c_.hidden_dim + r0, r1 - r0);
             }
         };
-        pool_.run(total, job);
+        pool_.run(items.total, job);
     }
 
     // The rows' input to the layer: x [n, dim] -> the row's token embedding, times the config's
