@@ -130,11 +130,16 @@ GLASS_AVX2 inline void matvec_widened(Row8 row8, int cols, const float* x, __m25
 // Q8_0 / Q4_0 with fp32 x: per block, Σ x·q for each 8-row quarter in fp32 (the group's 4
 // inputs widened from bytes), then one multiply-add by the quarter's 8 scales. A row that ends
 // inside a group meets x = 0 on its padding inputs, and x past the end is not read.
+// It asks for the block two ahead as matvec_int8_impl (below) does: Zen 3 VM, one thread, 64 Q8_0
+// matrices of 2048 × 768 from memory, two rounds: 11.9-12.3 → 14.1-14.3 GB/s. (Q4_0 here is held
+// by its arithmetic, 7.3-7.4 GB/s either way; decode with int8 x is its fast form.)
 GLASS_AVX2 inline void matvec_quantized(const unsigned char* panel, bool q4, int cols, const float* x, __m256 acc[4]) {
     const std::int64_t block_bytes = q4 ? kQ4BlockBytes : kQ8BlockBytes;
     const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
     for (int b = 0; b < blocks; ++b) {
         const unsigned char* block = panel + b * block_bytes;
+        for (std::int64_t line = 2 * block_bytes; line < 3 * block_bytes; line += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T0);
         const int k0 = b * kQuantBlock, n = std::min(kQuantBlock, cols - k0);
         __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int g = 0; 4 * g < n; ++g) {  // groups of 4 inputs
