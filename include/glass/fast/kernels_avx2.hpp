@@ -289,8 +289,8 @@ GLASS_AVX2 inline void block_int8_dots(const unsigned char* block, const std::in
 // multiplies this one: its integer work is slow enough that the hardware prefetcher alone leaves
 // the stream idle between loads. Zen 3 VM (AVX2, no VNNI), one thread, 64 matrices of 2048 × 768
 // streamed from memory, two rounds: Q4_0 11.8-12.4 → 16.0-16.1 GB/s (a plain read of the same
-// bytes: 15.3-15.6), Q8_0 14.1-14.3 → 16.1-17.5; one block ahead gained nothing, three or more
-// less than two. The VNNI form, not measured with it (no such CPU was at hand), does not prefetch.
+// bytes: 15.3-15.6), Q8_0 14.1-14.3 → 16.1-17.5; one block ahead helped Q8_0 only, three or
+// more less than two. The VNNI form, not measured with it (no such CPU was at hand), does not prefetch.
 // A prefetch reads nothing into the sums and cannot fault past the matrix's end.
 template <bool kVnni, bool kQ4>
 GLASS_AVX2 inline void matvec_int8_impl(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
