@@ -114,13 +114,14 @@ struct ReadItem {
 
 // A decoded token's matrices as FastModel::run_products shares them among `threads` threads:
 // one region per run_products call (per layer q|k|v, o, gate|up, down; then the classifier), cut
-// into items by the layout run_products itself uses (FastModel::item_layout).
+// into items by the layout run_products itself uses (ItemLayout, thread_pool.hpp).
 // (Decode's attention region reads the K/V cache, not weights: it is not here.) A whole model.
 inline std::vector<std::vector<ReadItem>> decode_read_regions(const FastModel& m, int threads) {
     std::vector<std::vector<ReadItem>> regions;
     auto add = [&](std::initializer_list<const PackedMatrix*> products, const PackedMatrix* paired = nullptr) {
         const std::span<const PackedMatrix* const> matrices(products.begin(), products.size());
-        const FastModel::ItemLayout layout = FastModel::item_layout(matrices, threads);
+        ItemLayout layout;
+        for (const PackedMatrix* w : matrices) layout.add(w->panels(), w->panel_bytes(), threads);
         std::vector<ReadItem>& items = regions.emplace_back();
         for (size_t i = 0; i < matrices.size(); ++i) {
             const int end = i + 1 < matrices.size() ? layout.items_before[i + 1] : layout.total;

@@ -152,23 +152,6 @@ public:
         reserved_rows_ = n;
     }
 
-    // How run_products shares out the matrices of one region: matrix i's items come after
-    // items_before[i] others and cover panels_of_item[i] of its panels each (the last may cover
-    // fewer); total items in all. (benchmark.hpp's region_read_probe cuts decode the same way.)
-    struct ItemLayout {
-        int items_before[4] = {}, panels_of_item[4] = {}, total = 0;  // at most 3 matrices per region
-    };
-    static ItemLayout item_layout(std::span<const PackedMatrix* const> matrices, int threads) {
-        ItemLayout items;
-        for (size_t i = 0; i < matrices.size(); ++i) {
-            const PackedMatrix& w = *matrices[i];
-            items.items_before[i] = items.total;
-            items.panels_of_item[i] = panels_per_item(w.panels(), w.panel_bytes(), threads);
-            items.total += (w.panels() + items.panels_of_item[i] - 1) / items.panels_of_item[i];
-        }
-        return items;
-    }
-
     // The products listed, over n rows, the rows of W shared among the threads in items of
     // about 1 MB of packed weights, at least 4 per thread (panels_per_item, thread_pool.hpp);
     // products listed together run in one parallel region and read the same x. The
@@ -179,9 +162,8 @@ public:
                       const float* silu_up = nullptr) {
         if (n > reserved_rows_) fail("fast products: ", n, " rows but room for ", reserved_rows_);
         const size_t listed = silu_gate ? 1 : products.size();  // the MLP pairs share items
-        const PackedMatrix* matrices[3] = {};
-        for (size_t i = 0; i < listed; ++i) matrices[i] = products[i].w;
-        const ItemLayout items = item_layout({matrices, listed}, pool_.size());
+        ItemLayout items;  // thread_pool.hpp
+        for (size_t i = 0; i < listed; ++i) items.add(products[i].w->panels(), products[i].w->panel_bytes(), pool_.size());
         const bool matvec = n == 1 && single_row_ == SingleRow::matvec;
         // With int8 activations decode's x goes into int8 blocks once, shared by every thread.
         const bool int8 = matvec && options_.int8_activations;

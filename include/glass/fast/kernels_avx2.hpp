@@ -127,6 +127,13 @@ GLASS_AVX2 inline void matvec_widened(Row8 row8, int cols, const float* x, __m25
     for (int q = 0; q < 4; ++q) acc[q] = _mm256_add_ps(acc[q], odd[q]);
 }
 
+// Asks for the bytes [p, p + n) a 64-byte line at a time, while the caller works on what it
+// already has (decode's Q8_0/Q4_0 products, and the k-quants' in kernels_avx2_kquants.hpp). A
+// prefetch changes no number and never faults, so it may run past a matrix's end.
+GLASS_AVX2 inline void prefetch_lines(const unsigned char* p, std::int64_t n) {
+    for (std::int64_t line = 0; line < n; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p + line), _MM_HINT_T0);
+}
+
 // Q8_0 / Q4_0 with fp32 x: per block, Σ x·q for each 8-row quarter in fp32 (the group's 4
 // inputs widened from bytes), then one multiply-add by the quarter's 8 scales. A row that ends
 // inside a group meets x = 0 on its padding inputs, and x past the end is not read.
@@ -138,8 +145,7 @@ GLASS_AVX2 inline void matvec_quantized(const unsigned char* panel, bool q4, int
     const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
     for (int b = 0; b < blocks; ++b) {
         const unsigned char* block = panel + b * block_bytes;
-        for (std::int64_t line = 2 * block_bytes; line < 3 * block_bytes; line += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T0);
+        prefetch_lines(block + 2 * block_bytes, block_bytes);
         const int k0 = b * kQuantBlock, n = std::min(kQuantBlock, cols - k0);
         __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int g = 0; 4 * g < n; ++g) {  // groups of 4 inputs
@@ -291,7 +297,6 @@ GLASS_AVX2 inline void block_int8_dots(const unsigned char* block, const std::in
 // streamed from memory, two rounds: Q4_0 11.8-12.4 → 16.0-16.1 GB/s (a plain read of the same
 // bytes: 15.3-15.6), Q8_0 14.1-14.3 → 16.1-17.5; one block ahead helped Q8_0 only, three or
 // more less than two. The VNNI form, not measured with it (no such CPU was at hand), does not prefetch.
-// A prefetch reads nothing into the sums and cannot fault past the matrix's end.
 template <bool kVnni, bool kQ4>
 GLASS_AVX2 inline void matvec_int8_impl(const PackedMatrix& w, const Int8Vector& x, float* y, int p0, int p1,
                                         bool accumulate) {
@@ -303,9 +308,7 @@ GLASS_AVX2 inline void matvec_int8_impl(const PackedMatrix& w, const Int8Vector&
         const unsigned char* panel = w.panel(p);
         for (int b = 0; b < w.q8_blocks(); ++b) {
             const unsigned char* block = panel + std::int64_t{b} * block_bytes;
-            if constexpr (!kVnni)
-                for (std::int64_t line = 2 * block_bytes; line < 3 * block_bytes; line += 64)
-                    _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T0);
+            if constexpr (!kVnni) prefetch_lines(block + 2 * block_bytes, block_bytes);
             __m256i isum[4];
             block_int8_dots<kVnni, kQ4>(block, x.q + b * kQuantBlock, isum);
             const __m256i correction = _mm256_set1_epi32(offset * x.sums[b]);

@@ -75,7 +75,7 @@ GLASS_AVX2 inline void k_group(const std::uint8_t* sub, int g, int half, __m256i
 constexpr int kPrefetchAhead = 2048;
 template <int E>
 GLASS_AVX2 inline void prefetch_ahead(const std::uint8_t* sub) {
-    for (int l = 0; l < kLayout<E>.sub_bytes(); l += 64) _mm_prefetch(reinterpret_cast<const char*>(sub) + kPrefetchAhead + l, _MM_HINT_T0);
+    prefetch_lines(sub + kPrefetchAhead, kLayout<E>.sub_bytes());
 }
 
 // A super-block's d (and dmin), one register per quarter of rows.

@@ -66,6 +66,22 @@ inline int panels_per_item(std::int64_t panels, std::int64_t panel_bytes, int th
     return static_cast<int>(std::max<std::int64_t>(1, std::min(by_bytes, balanced)));
 }
 
+// How one parallel region shares out the products listed in it (at most 3: q|k|v): product i's
+// items come after items_before[i] others and cover panels_of_item[i] of its panels each (its
+// last may cover fewer); total items in all. FastModel::run_products cuts every region so, and
+// benchmark.hpp's region_read_probe cuts decode the same way.
+struct ItemLayout {
+    int items_before[3] = {}, panels_of_item[3] = {}, total = 0, products = 0;
+    void add(std::int64_t panels, std::int64_t panel_bytes, int threads) {
+        if (products == 3) fail("a parallel region holds at most 3 products");
+        const int per_item = panels_per_item(panels, panel_bytes, threads);
+        items_before[products] = total;
+        panels_of_item[products] = per_item;
+        total += static_cast<int>((panels + per_item - 1) / per_item);
+        ++products;
+    }
+};
+
 class ThreadPool {
 public:
     explicit ThreadPool(int n_threads) : n_threads_(n_threads) {
