@@ -65,56 +65,46 @@ GLASS_AVX2 inline void prefetch_input(const char* ahead, int k) {
     _mm_prefetch(ahead + k * 128 + 64, _MM_HINT_T0);
 }
 
-// One or two tokens × 32 rows (4M accumulators).
+// M = 1, 2 or 3 tokens × the panel's 32 rows: 4M accumulators (three tokens fill the register
+// file: 12 accumulators, 3 broadcasts of x, 1 weight register).
+// Named variables rather than an array of accumulators: with an array GCC 12 keeps them in
+// registers but also stores every one to the stack at each k. For two tokens that cost two
+// thirds of the speed: one Zen 3 core, a 128 × 768 fp32 matrix in L2, 28 GFLOP/s against 87 for
+// three tokens. The unused variables of M < 3 are never read, and the compiler drops them.
 template <int M>
 GLASS_AVX2 inline void matmul_tile_panel(const float* x, int m, const float* chunk, int kc, float* y, long ldy,
                                          int valid, bool accumulate, const char* ahead = nullptr) {
-    __m256 acc[M][4];
-#pragma GCC unroll 2
-    for (int t = 0; t < M; ++t)
-        for (int q = 0; q < 4; ++q) acc[t][q] = _mm256_setzero_ps();
-    for (int k = 0; k < kc; ++k) {
-        __m256 xk[M];
-#pragma GCC unroll 2
-        for (int t = 0; t < M; ++t) xk[t] = _mm256_broadcast_ss(x + k * m + t);
-        prefetch_input(ahead, k);
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) {
-            const __m256 wq = _mm256_load_ps(chunk + k * 32 + 8 * q);
-#pragma GCC unroll 2
-            for (int t = 0; t < M; ++t) acc[t][q] = _mm256_fmadd_ps(xk[t], wq, acc[t][q]);
-        }
-    }
-#pragma GCC unroll 2
-    for (int t = 0; t < M; ++t) store_panel(y + t * ldy, valid, acc[t], accumulate);
-}
-
-// Three tokens × 32 rows, the tile that fills the register file. Named variables rather than
-// the template's array: with 12 accumulators in an array, GCC 12 keeps them in registers but
-// also stores all 12 to the stack on every k, which halves the speed.
-GLASS_AVX2 inline void matmul_tile_panel3(const float* x, int m, const float* chunk, int kc, float* y, long ldy,
-                                          int valid, bool accumulate, const char* ahead = nullptr) {
+    static_assert(M >= 1 && M <= 3, "12 accumulators at most");
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // token 0: rows 0-7, 8-15, 16-23, 24-31
-    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // token 1
-    __m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0;                   // token 2
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // token 1 (M ≥ 2)
+    __m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0;                   // token 2 (M = 3)
     for (int k = 0; k < kc; ++k) {
         const float* wk = chunk + k * 32;  // [32] rows of input k
         prefetch_input(ahead, k);
-        const __m256 xa = _mm256_broadcast_ss(x + k * m), xb = _mm256_broadcast_ss(x + k * m + 1),
-                     xc = _mm256_broadcast_ss(x + k * m + 2);
+        const __m256 xa = _mm256_broadcast_ss(x + k * m);
+        const __m256 xb = M > 1 ? _mm256_broadcast_ss(x + k * m + 1) : xa;
+        const __m256 xc = M > 2 ? _mm256_broadcast_ss(x + k * m + 2) : xa;
         __m256 w = _mm256_load_ps(wk);
-        a0 = _mm256_fmadd_ps(xa, w, a0), b0 = _mm256_fmadd_ps(xb, w, b0), c0 = _mm256_fmadd_ps(xc, w, c0);
+        a0 = _mm256_fmadd_ps(xa, w, a0);
+        if constexpr (M > 1) b0 = _mm256_fmadd_ps(xb, w, b0);
+        if constexpr (M > 2) c0 = _mm256_fmadd_ps(xc, w, c0);
         w = _mm256_load_ps(wk + 8);
-        a1 = _mm256_fmadd_ps(xa, w, a1), b1 = _mm256_fmadd_ps(xb, w, b1), c1 = _mm256_fmadd_ps(xc, w, c1);
+        a1 = _mm256_fmadd_ps(xa, w, a1);
+        if constexpr (M > 1) b1 = _mm256_fmadd_ps(xb, w, b1);
+        if constexpr (M > 2) c1 = _mm256_fmadd_ps(xc, w, c1);
         w = _mm256_load_ps(wk + 16);
-        a2 = _mm256_fmadd_ps(xa, w, a2), b2 = _mm256_fmadd_ps(xb, w, b2), c2 = _mm256_fmadd_ps(xc, w, c2);
+        a2 = _mm256_fmadd_ps(xa, w, a2);
+        if constexpr (M > 1) b2 = _mm256_fmadd_ps(xb, w, b2);
+        if constexpr (M > 2) c2 = _mm256_fmadd_ps(xc, w, c2);
         w = _mm256_load_ps(wk + 24);
-        a3 = _mm256_fmadd_ps(xa, w, a3), b3 = _mm256_fmadd_ps(xb, w, b3), c3 = _mm256_fmadd_ps(xc, w, c3);
+        a3 = _mm256_fmadd_ps(xa, w, a3);
+        if constexpr (M > 1) b3 = _mm256_fmadd_ps(xb, w, b3);
+        if constexpr (M > 2) c3 = _mm256_fmadd_ps(xc, w, c3);
     }
     const __m256 token0[4] = {a0, a1, a2, a3}, token1[4] = {b0, b1, b2, b3}, token2[4] = {c0, c1, c2, c3};
     store_panel(y, valid, token0, accumulate);
-    store_panel(y + ldy, valid, token1, accumulate);
-    store_panel(y + 2 * ldy, valid, token2, accumulate);
+    if constexpr (M > 1) store_panel(y + ldy, valid, token1, accumulate);
+    if constexpr (M > 2) store_panel(y + 2 * ldy, valid, token2, accumulate);
 }
 
 // One token over P = 1, 2 or 3 fp32 panels at once: 4P accumulators (12 at most, which with the
@@ -127,7 +117,7 @@ GLASS_AVX2 inline void matmul_tile_panel3(const float* x, int m, const float* ch
 // alternated: two panels per pass against one, 50.0-54.7 → 59.8-61.8 GB/s (read probe 64-77 GB/s
 // those minutes); work items of 3 panels (stories110M's 768 × 768 matrices), three per pass
 // against two + one, 39.1-41.4 → 44.2-44.5 GB/s (a slow minute).
-// Named variables rather than an array, as in matmul_tile_panel3 (GCC 12 spills the array).
+// Named variables rather than an array, as in matmul_tile_panel (GCC 12 spills the array).
 template <int P>
 GLASS_AVX2 inline void matmul_one_token_panels(const float* x, const float* const chunks[], int kc, float* y,
                                                int valid, bool accumulate) {
@@ -206,6 +196,12 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
         _mm256_store_ps(chunk + i, is_fp16 ? widen_fp16(ph + i) : widen_bf16(ph + i));
 }
 
+// How many of the `left` tokens of a tile the next pass over a chunk takes: three while that
+// leaves none or at least two, so 4 = 2 + 2 and 7 = 3 + 2 + 2 rather than 3 + 1 and 3 + 3 + 1.
+// A lone token gives only 4 FMA chains, each waiting an FMA's latency per input: half the FMA
+// rate. (Only a tile of one token, m = 1, has a pass of 1.)
+inline int tokens_in_pass(int left) { return left == 4 || left < 3 ? std::min(left, 2) : 3; }
+
 // xp: the n tokens packed by pack_tokens (token_tiles.hpp) with cols = w.cols.
 // `scratch` holds kChunk × 32 floats, 32-byte aligned (one per thread). `unpack(w, p, k0, kc,
 // chunk)` widens a chunk of a panel that is not fp32 (unpack_chunk; the k-quants' in
@@ -234,10 +230,10 @@ GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const f
                 const int m = tile.t1 - tile.t0;
                 const float* xt = xp + std::int64_t{tile.t0} * w.cols + std::int64_t{k0} * m;  // [kc][m]
                 float* yt = y + tile.t0 * ldy + p * kPanel;
-                for (int t = 0; t < m; t += 3) {  // three tokens per pass, then the one or two left
-                    const int left = m - t;
-                    if (left >= 3) matmul_tile_panel3(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
-                    else if (left == 2) matmul_tile_panel<2>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
+                for (int t = 0, pass; t < m; t += pass) {
+                    pass = tokens_in_pass(m - t);
+                    if (pass == 3) matmul_tile_panel<3>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
+                    else if (pass == 2) matmul_tile_panel<2>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
                     else matmul_tile_panel<1>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
                     ahead = nullptr;  // only the first pass streams from memory
                 }
