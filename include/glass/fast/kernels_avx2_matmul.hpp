@@ -31,14 +31,15 @@ namespace glass::fast::avx2 {
 
 constexpr int kChunk = 128;  // prefill: inputs per panel chunk. 32 rows × 128 × 4 B = 16 KiB,
                              // half of a 32 KiB L1, the other half for the tokens and outputs.
-// How far ahead (bytes) the first pass over an fp32 chunk prefetches the panel when more passes
-// follow (more than 3 tokens). Those passes read the chunk from L1, so no load of the panel is
-// in flight meanwhile and the hardware prefetcher, following a stream that keeps pausing, runs
-// behind. Zen 5 VM, AVX2 set, 2 threads, 64 fp32 matrices of 2048 × 768 streamed, three rounds
-// alternated: 4 tokens 40.3-40.6 → 42.0-44.4 GB/s, 8 tokens 27.3-27.5 → 31.0-31.8, 16 tokens
-// 17.1-17.2 → 17.4-18.0. 1 KiB ahead helped less, 8-16 KiB no more; with 1-3 tokens (one pass)
-// it cost 2-5 %, so those do not prefetch. A prefetch changes no number.
-constexpr int kPanelPrefetchAhead = 4096;
+constexpr int kChunkBytes = kChunk * kPanel * 4;  // an fp32 chunk
+// With more than 3 tokens, several passes go over each fp32 chunk; only the first would read it
+// from memory, the others from L1 while no load of the panel is in flight, so reading and
+// multiplying would take turns. Instead the passes share out the next chunk (16 KiB, the bytes
+// that follow in the panel, or the next panel's first chunk): pass i of P asks for its i-th
+// P-th, one line every few inputs (PanelPrefetch). With more than kPrefetchingPasses passes
+// (over 20 tokens) the first 8 share it, each asking at every fourth input for a new line.
+// A prefetch changes no number.
+constexpr int kPrefetchingPasses = 8;
 
 // ---------------------------------------------------------------------------------------------
 // Prefill: Y[t][r] (+)= Σ_k W(r,k) · X[t][k] for tokens t < n and the rows of panels [p0, p1).
@@ -57,12 +58,15 @@ constexpr int kPanelPrefetchAhead = 4096;
 // GFLOP/s); in L2, 12 tokens reach ~95 % of the FMA probe. Each y is the same chain of FMAs over
 // k either way, so the numbers are the same bits.
 
-// A pass that streams its chunk from memory can also prefetch the panel `ahead` (nullptr: not):
-// the two lines of input k there, at each k.
-GLASS_AVX2 inline void prefetch_input(const char* ahead, int k) {
-    if (!ahead) return;
-    _mm_prefetch(ahead + k * 128, _MM_HINT_T0);
-    _mm_prefetch(ahead + k * 128 + 64, _MM_HINT_T0);
+// What a pass asks for ahead of use: at input k, the line holding byte `at + k · step` (at =
+// nullptr: nothing). A step under 64 asks for some lines more than once, which costs a load slot
+// and no memory traffic.
+struct PanelPrefetch {
+    const char* at = nullptr;
+    int step = 0;
+};
+GLASS_AVX2 inline void prefetch_input(PanelPrefetch ahead, int k) {
+    if (ahead.at) _mm_prefetch(ahead.at + k * ahead.step, _MM_HINT_T0);
 }
 
 // M = 1, 2 or 3 tokens × the panel's 32 rows: 4M accumulators (three tokens fill the register
@@ -73,7 +77,7 @@ GLASS_AVX2 inline void prefetch_input(const char* ahead, int k) {
 // three tokens. The unused variables of M < 3 are never read, and the compiler drops them.
 template <int M>
 GLASS_AVX2 inline void matmul_tile_panel(const float* x, int m, const float* chunk, int kc, float* y, long ldy,
-                                         int valid, bool accumulate, const char* ahead = nullptr) {
+                                         int valid, bool accumulate, PanelPrefetch ahead = {}) {
     static_assert(M >= 1 && M <= 3, "12 accumulators at most");
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // token 0: rows 0-7, 8-15, 16-23, 24-31
     __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // token 1 (M ≥ 2)
@@ -201,6 +205,15 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
 // A lone token gives only 4 FMA chains, each waiting an FMA's latency per input: half the FMA
 // rate. (Only a tile of one token, m = 1, has a pass of 1.)
 inline int tokens_in_pass(int left) { return left == 4 || left < 3 ? std::min(left, 2) : 3; }
+// Passes over each chunk for n tokens (all their tiles).
+inline int passes_over_chunk(int n) {
+    int passes = 0;
+    for (int i = 0; i < token_tiles(n); ++i) {
+        const TokenTile tile = token_tile(n, i);
+        for (int t = tile.t0; t < tile.t1; t += tokens_in_pass(tile.t1 - t)) ++passes;
+    }
+    return passes;
+}
 
 // xp: the n tokens packed by pack_tokens (token_tiles.hpp) with cols = w.cols.
 // `scratch` holds kChunk × 32 floats, 32-byte aligned (one per thread). `unpack(w, p, k0, kc,
@@ -210,6 +223,7 @@ template <class Unpack>
 GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const float* xp, int n, float* y, long ldy,
                                    int p0, int p1, bool accumulate, float* scratch) {
     if (n == 1 && w.type == WeightType::fp32) return matmul_one_token(w, xp, y, p0, p1, accumulate);
+    const int passes = w.type == WeightType::fp32 ? passes_over_chunk(n) : 0;
     for (int p = p0; p < p1; ++p) {
         const int valid = w.rows - p * kPanel;  // rows of this panel that exist
         for (int k0 = 0; k0 < w.cols; k0 += kChunk) {
@@ -221,21 +235,23 @@ GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const f
                 unpack(w, p, k0, kc, scratch);
             const bool add = accumulate || k0 > 0;  // after the first chunk, add to what is in y
             // fp32 panels are read in place: with more than one pass over the chunk (n > 3), the
-            // first pass prefetches kPanelPrefetchAhead bytes ahead (the later passes read L1 and leave
-            // the memory idle; see kPanelPrefetchAhead).
-            const char* ahead = w.type == WeightType::fp32 && n > 3
-                                    ? reinterpret_cast<const char*>(chunk) + kPanelPrefetchAhead : nullptr;
+            // passes share out the next chunk's prefetch (see PanelPrefetch).
+            const char* next = reinterpret_cast<const char*>(chunk) + kChunkBytes;
+            const int sharing = std::min(passes, kPrefetchingPasses);
+            const int share = passes > 1 ? (kChunkBytes / sharing + kc - 1) / kc : 0;  // bytes per input
+            int pass_index = 0;
             for (int i = 0; i < token_tiles(n); ++i) {
                 const TokenTile tile = token_tile(n, i);
                 const int m = tile.t1 - tile.t0;
                 const float* xt = xp + std::int64_t{tile.t0} * w.cols + std::int64_t{k0} * m;  // [kc][m]
                 float* yt = y + tile.t0 * ldy + p * kPanel;
-                for (int t = 0, pass; t < m; t += pass) {
+                for (int t = 0, pass; t < m; t += pass, ++pass_index) {
                     pass = tokens_in_pass(m - t);
+                    const PanelPrefetch ahead =
+                        share && pass_index < sharing ? PanelPrefetch{next + pass_index * kc * share, share} : PanelPrefetch{};
                     if (pass == 3) matmul_tile_panel<3>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
                     else if (pass == 2) matmul_tile_panel<2>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
                     else matmul_tile_panel<1>(xt + t, m, chunk, kc, yt + t * ldy, ldy, valid, add, ahead);
-                    ahead = nullptr;  // only the first pass streams from memory
                 }
             }
         }
