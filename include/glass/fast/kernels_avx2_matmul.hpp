@@ -183,7 +183,7 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
     const unsigned char* panel = w.panel(p);
     if (is_quantized(w.type)) {  // k0: a multiple of 32 (kChunk is)
         const bool q4 = w.type == WeightType::q4_0;
-        const std::int64_t block_bytes = q4 ? kQ4BlockBytes : kQ8BlockBytes;
+        const std::int64_t block_bytes = w.block_bytes();
         // Whole groups of 4 inputs: a chunk that ends inside one gets its padding inputs too
         // (q = 0), which kChunk, a multiple of 4, leaves room for.
         for (int k = 0; k < kc; k += 4) {
@@ -211,15 +211,10 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
 inline int tokens_in_pass(int left) { return left == 4 || left < 3 ? std::min(left, 2) : 3; }
 // Bytes of one chunk (kChunk inputs) of a panel as stored, which follow each other in the panel;
 // 0 for the k-quants, whose super-blocks of 256 inputs are not cut at chunk boundaries.
-inline int stored_chunk_bytes(WeightType type) {
-    switch (type) {
-        case WeightType::fp32: return kChunk * kPanel * 4;
-        case WeightType::fp16:
-        case WeightType::bf16: return kChunk * kPanel * 2;
-        case WeightType::q8_0: return kChunk / kQuantBlock * kQ8BlockBytes;
-        case WeightType::q4_0: return kChunk / kQuantBlock * kQ4BlockBytes;
-        default: return 0;
-    }
+inline int stored_chunk_bytes(const PackedMatrix& w) {
+    if (is_k_quant(w.type)) return 0;
+    if (is_quantized(w.type)) return kChunk / kQuantBlock * w.block_bytes();
+    return static_cast<int>(w.panel_bytes() / w.cols * kChunk);  // fp32, fp16, bf16: the same bytes per input
 }
 // Passes over each chunk for n tokens (all their tiles).
 inline int passes_over_chunk(int n) {
@@ -240,7 +235,7 @@ GLASS_AVX2 inline void matmul_with(Unpack unpack, const PackedMatrix& w, const f
                                    int p0, int p1, bool accumulate, float* scratch) {
     if (n == 1 && w.type == WeightType::fp32) return matmul_one_token(w, xp, y, p0, p1, accumulate);
     const int passes = passes_over_chunk(n);
-    const int chunk_bytes = stored_chunk_bytes(w.type);  // 0: the passes prefetch nothing
+    const int chunk_bytes = stored_chunk_bytes(w);  // 0: the passes prefetch nothing
     const int sharing = std::min(passes, kPrefetchingPasses);
     for (int p = p0; p < p1; ++p) {
         const int valid = w.rows - p * kPanel;  // rows of this panel that exist
