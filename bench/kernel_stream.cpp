@@ -6,8 +6,8 @@
 //   kernel_stream [--kernels SET] [--type fp32|fp16|bf16|q8_0|q4_0|q4_k|q5_k|q6_k] [--tokens N]
 //                 [--int8] [--rows R] [--cols C] [--matrices M] [--threads T] [--passes P]
 //
-// n = 1 runs matvec (matvec_int8 with --int8: x in int8 blocks, Q8_0/Q4_0 only); n > 1 runs matmul
-// on x regrouped into token tiles. Prints one JSON line: the median [min, max] over P passes of the
+// n = 1 runs matvec (matvec_int8 with --int8: x in int8 blocks, integer weights only); n > 1
+// runs matmul on x regrouped into token tiles. Prints one JSON line: the median [min, max] over P passes of the
 // weights' GB/s and of GFLOP/s (2 · rows · cols · n per matrix), and `hash`, an FNV-1a hash of the
 // last pass's y bits. scripts/paired-bench runs two builds of this program in turn: the VM this
 // project is measured on drifts up to 2x from one minute to the next, so only runs taken side by
@@ -62,8 +62,9 @@ Options parse(int argc, char** argv) {
         else if (a == "--passes") o.passes = positive(a, v);
         else glass::fail("kernel_stream: unknown flag ", a);
     }
-    if (o.int8 && (o.tokens != 1 || !is_quantized(o.type)))
-        glass::fail("--int8 multiplies one token by q8_0 or q4_0 weights (asked: ", o.tokens, " tokens, ", to_string(o.type), ")");
+    if (o.int8 && (o.tokens != 1 || !has_integer_weights(o.type)))
+        glass::fail("--int8 multiplies one token by integer weights, q8_0, q4_0 or a k-quant (asked: ", o.tokens, " tokens, ",
+                    to_string(o.type), ")");
     return o;
 }
 
@@ -119,7 +120,8 @@ int main(int argc, char** argv) try {
                 const int p0 = item * items.panels_of_item[0], p1 = std::min(m.panels(), p0 + items.panels_of_item[0]);
                 if (o.int8) k.matvec_int8(m, x8, y.data(), p0, p1, false);
                 else if (n == 1) k.matvec(m, x.data(), y.data(), p0, p1, false);
-                else k.matmul(m, xp.data(), n, y.data(), o.rows, p0, p1, false, scratch.data() + std::int64_t{thread} * kScratchFloats);
+                else k.matmul(m, xp.data(), n, y.data(), o.rows, p0, p1, false,
+                              scratch.data() + std::int64_t{thread} * kScratchFloats);
             };
             pool.run(items.total, job);
         }

@@ -231,7 +231,8 @@ GLASS_AVX2 inline void matvec_q4(const unsigned char* panel, int cols, const flo
         }
         const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) acc[q] = _mm256_fmadd_ps(_mm256_add_ps(sum[q], minus_8_sum_x), widen_fp16(scales + 8 * q), acc[q]);
+        for (int q = 0; q < 4; ++q)
+            acc[q] = _mm256_fmadd_ps(_mm256_add_ps(sum[q], minus_8_sum_x), widen_fp16(scales + 8 * q), acc[q]);
     }
 }
 
