@@ -134,18 +134,18 @@ GLASS_AVX2 inline void prefetch_lines(const unsigned char* p, std::int64_t n) {
     for (std::int64_t line = 0; line < n; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p + line), _MM_HINT_T0);
 }
 
-// Q8_0 with fp32 x (Q4_0 too until matvec_q4, below): per block, Σ x·q for each 8-row quarter
-// in fp32 (the group's 4 inputs widened from bytes), then one multiply-add by the quarter's 8
-// scales. A row that ends inside a group meets x = 0 on its padding inputs, and x past the end is
-// not read. It asks for the block two ahead as matvec_int8_impl (below) does: Zen 3 VM, one
-// thread, 64 Q8_0 matrices of 2048 × 768 from memory, two rounds: 11.9-12.3 → 14.1-14.3 GB/s.
-// (Q4_0 ran at 7.3-7.4 GB/s either way, held by its arithmetic: hence matvec_q4.)
-GLASS_AVX2 inline void matvec_quantized(const unsigned char* panel, bool q4, int cols, const float* x, __m256 acc[4]) {
-    const std::int64_t block_bytes = q4 ? kQ4BlockBytes : kQ8BlockBytes;
+// Q8_0 with fp32 x: per block, Σ x·q for each 8-row quarter in fp32 (the group's 4 inputs
+// widened from signed bytes), then one multiply-add by the quarter's 8 scales. A row that ends
+// inside a group meets x = 0 on its padding inputs, and x past the end is not read. It asks for
+// the block two ahead as matvec_int8_impl (below) does: Zen 3 VM, one thread, 64 Q8_0 matrices
+// of 2048 × 768 from memory, two rounds: 11.9-12.3 → 14.1-14.3 GB/s. (Q4_0 took this loop too,
+// its nibbles through group_bytes' table, at 7.3-7.4 GB/s either way, held by its arithmetic:
+// hence matvec_q4, below.)
+GLASS_AVX2 inline void matvec_q8(const unsigned char* panel, int cols, const float* x, __m256 acc[4]) {
     const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
     for (int b = 0; b < blocks; ++b) {
-        const unsigned char* block = panel + b * block_bytes;
-        prefetch_lines(block + 2 * block_bytes, block_bytes);
+        const unsigned char* block = panel + b * kQ8BlockBytes;
+        prefetch_lines(block + 2 * kQ8BlockBytes, kQ8BlockBytes);
         const int k0 = b * kQuantBlock, n = std::min(kQuantBlock, cols - k0);
         __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int g = 0; 4 * g < n; ++g) {  // groups of 4 inputs
@@ -156,7 +156,7 @@ GLASS_AVX2 inline void matvec_quantized(const unsigned char* panel, bool q4, int
 #pragma GCC unroll 4
             for (int q = 0; q < 4; ++q) {
                 __m256 w[4];
-                widen_bytes(group_bytes(q4, block, g, q), w);
+                widen_bytes(group_bytes(false, block, g, q), w);
                 // two chains per quarter: inputs 0, 2 and 1, 3 meet in the final add
                 const __m256 a = _mm256_fmadd_ps(x0, w[0], _mm256_mul_ps(x1, w[1]));
                 sum[q] = _mm256_add_ps(sum[q], _mm256_fmadd_ps(x2, w[2], _mm256_fmadd_ps(x3, w[3], a)));
@@ -175,12 +175,13 @@ GLASS_AVX2 inline void matvec_quantized(const unsigned char* panel, bool q4, int
 // is the nibble in byte t of its 32-bit lane. Masking that byte and converting gives v · 2^(8t),
 // exactly (t = 3 is shifted down instead); input t's products go to a chain of their own, which
 // is scaled back by 2^(−8t) at the block's end (a power of two: exact). Per 8 rows and 4 inputs:
-// 4 AND/shift + 4 converts + 4 FMAs, where matvec_quantized's signed bytes take a table lookup,
-// 7 shifts, 4 converts and 5 multiply-adds. Σ x is the block's 32 x summed once per panel.
-// Zen 3 VM, scripts/paired-bench against matvec_quantized, 11 rounds: one thread, a 512 × 768
-// matrix in L2, 1.30x; two threads, 64 matrices of 2048 × 768 streamed, 1.20x. Rounding: against
-// the same sums in double, 2048 × 768 / 2048 / 5632 inputs, relative error 2.6 / 3.0 / 3.1e-7
-// (matvec_quantized 1.1 / 1.5 / 2.5e-7, the portable loop 4.8 / 7.5 / 13e-7).
+// 4 AND/shift + 4 converts + 4 FMAs, where Q4_0 through matvec_q8's signed loop (its nibbles
+// through group_bytes' table; the loop before this one) took a table lookup, 7 shifts, 4
+// converts and 5 multiply-adds. Σ x is the block's 32 x summed once per panel. Zen 3 VM,
+// scripts/paired-bench against that loop, 11 rounds: one thread, a 512 × 768 matrix in L2,
+// 1.30x; two threads, 64 matrices of 2048 × 768 streamed, 1.20x. Rounding: against the same sums
+// in double, 2048 × 768 / 2048 / 5632 inputs, relative error 2.6 / 3.0 / 3.1e-7 (the signed loop
+// 1.1 / 1.5 / 2.5e-7, the portable loop 4.8 / 7.5 / 13e-7).
 GLASS_AVX2 inline void matvec_q4(const unsigned char* panel, int cols, const float* x, __m256 acc[4]) {
     const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
     const __m256i byte0 = _mm256_set1_epi32(0xFF), byte1 = _mm256_set1_epi32(0xFF00), byte2 = _mm256_set1_epi32(0xFF0000);
@@ -251,7 +252,7 @@ GLASS_AVX2 inline void matvec(const PackedMatrix& w, const float* x, float* y, i
         else if (w.type == WeightType::q4_0)
             matvec_q4(panel, w.cols, x, acc);
         else
-            matvec_quantized(panel, false, w.cols, x, acc);
+            matvec_q8(panel, w.cols, x, acc);
         store_panel(y + p * kPanel, w.rows - p * kPanel, acc, accumulate);
     }
 }

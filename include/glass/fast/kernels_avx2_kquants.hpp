@@ -115,7 +115,7 @@ GLASS_AVX2 inline KScale k_scale(const KSuper& k, const std::uint8_t* sub, int h
 // Decode, fp32 x: y[r] (+)= Σ_k W(r,k)·x[k] for the rows of panels [p0, p1).
 //
 // sum + Σ_t q_t·x_t over one group for the 8 rows whose bytes are v (q < 64: widen_bytes' signed
-// widening is exact). Two chains (t = 1, 0 and 3, 2) that meet in the add, as matvec_quantized.
+// widening is exact). Two chains (t = 1, 0 and 3, 2) that meet in the add, as matvec_q8.
 GLASS_AVX2 inline __m256 k_group_dot(__m256i v, const __m256 x4[4], __m256 sum) {
     __m256 q[4];
     widen_bytes(v, q);
