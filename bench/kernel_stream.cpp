@@ -106,7 +106,9 @@ int main(int argc, char** argv) try {
     std::vector<std::int32_t> xsum(static_cast<std::size_t>(blocks));
     k.quantize_int8(x.data(), o.cols, xq.data(), xs.data(), xsum.data());
     const Int8Vector x8{xq.data(), xs.data(), xsum.data()};
-    std::vector<float> scratch(static_cast<std::size_t>(o.threads) * kScratchFloats);
+    // matmul's scratch: one chunk per thread, 32-byte aligned (a HugeBuffer is page-aligned)
+    HugeBuffer scratch_buffer(sizeof(float) * static_cast<std::size_t>(o.threads) * kScratchFloats);
+    float* scratch = scratch_buffer.as<float>();
 
     // The passes: every matrix once, one parallel region each.
     ThreadPool pool(o.threads);
@@ -121,7 +123,7 @@ int main(int argc, char** argv) try {
                 if (o.int8) k.matvec_int8(m, x8, y.data(), p0, p1, false);
                 else if (n == 1) k.matvec(m, x.data(), y.data(), p0, p1, false);
                 else k.matmul(m, xp.data(), n, y.data(), o.rows, p0, p1, false,
-                              scratch.data() + std::int64_t{thread} * kScratchFloats);
+                              scratch + std::int64_t{thread} * kScratchFloats);
             };
             pool.run(items.total, job);
         }

@@ -177,12 +177,44 @@ GLASS_AVX2 inline void matmul_one_token(const PackedMatrix& w, const float* x, f
     }
 }
 
+// Q4_0 inputs [k0, k0+kc) of a panel as fp32 d · q, [kc][32], without giving the nibbles a sign
+// (as matvec_q4, kernels_avx2.hpp): a byte masked in place is v · 2^(8t), v = q + 8, and
+//     d · q  =  fma(v · 2^(8t),  d · 2^(−8t),  −8d),
+// the very float the signed form (q widened with its sign, times d: Q8_0's, below) gives: d, an
+// fp16, has 11 significant bits and q at most 4, so d · q needs 15 of fp32's 24 and neither form
+// rounds. Per 8 rows and 4 inputs: 4 AND/shift + 4 converts + 4 FMAs, where the signed form takes
+// a table lookup, 7 shifts, 4 converts and 4 multiplies. A chunk that ends inside a group gets
+// that group's padding inputs too (q = 0, stored as 8: 0 · d).
+GLASS_AVX2 inline void unpack_q4_chunk(const unsigned char* panel, int k0, int kc, float* chunk) {
+    const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+    const __m256i byte0 = _mm256_set1_epi32(0xFF), byte1 = _mm256_set1_epi32(0xFF00), byte2 = _mm256_set1_epi32(0xFF0000);
+    for (int b0 = 0; b0 < kc; b0 += kQuantBlock) {  // k0 is a multiple of 32 (kChunk is)
+        const unsigned char* block = panel + (k0 + b0) / kQuantBlock * kQ4BlockBytes;
+        const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
+        const int groups = (std::min(kQuantBlock, kc - b0) + 3) / 4;
+        for (int q = 0; q < 4; ++q) {  // rows 8q .. 8q+7: low nibbles of half q % 2, or high
+            const __m256 d = widen_fp16(scales + 8 * q), minus_8d = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
+            const __m256 d1 = _mm256_mul_ps(d, _mm256_set1_ps(0x1p-8f)), d2 = _mm256_mul_ps(d, _mm256_set1_ps(0x1p-16f));
+            for (int g = 0; g < groups; ++g) {
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kPanel * 2 + g * 64 + (q % 2) * 32));
+                const __m256i u = _mm256_and_si256(q < 2 ? v : _mm256_srli_epi16(v, 4), low_nibbles);
+                float* out = chunk + (b0 + 4 * g) * 32 + 8 * q;
+                _mm256_store_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(u, byte0)), d, minus_8d));
+                _mm256_store_ps(out + 32, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(u, byte1)), d1, minus_8d));
+                _mm256_store_ps(out + 64, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(u, byte2)), d2, minus_8d));
+                _mm256_store_ps(out + 96, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(u, 24)), d, minus_8d));
+            }
+        }
+    }
+}
+
 // Widens inputs [k0, k0+kc) of panel p into fp32 `chunk` [kc][32] (32-byte aligned): done once
-// per chunk for fp16, bf16, Q8_0 and Q4_0, then reused by every token of the prompt.
+// per chunk for fp16, bf16, Q8_0 and Q4_0 (unpack_q4_chunk, above), then reused by every token
+// of the prompt. Q8_0's signed bytes: d · q, q widened with its sign.
 GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc, float* chunk) {
     const unsigned char* panel = w.panel(p);
-    if (is_quantized(w.type)) {  // k0: a multiple of 32 (kChunk is)
-        const bool q4 = w.type == WeightType::q4_0;
+    if (w.type == WeightType::q4_0) return unpack_q4_chunk(panel, k0, kc, chunk);
+    if (w.type == WeightType::q8_0) {  // k0: a multiple of 32 (kChunk is)
         const std::int64_t block_bytes = w.block_bytes();
         // Whole groups of 4 inputs: a chunk that ends inside one gets its padding inputs too
         // (q = 0), which kChunk, a multiple of 4, leaves room for.
@@ -192,7 +224,7 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
             for (int q = 0; q < 4; ++q) {
                 const __m256 d = widen_fp16(scales + 8 * q);
                 __m256 wq[4];
-                widen_bytes(group_bytes(q4, block, (k0 + k) % kQuantBlock / 4, q), wq);
+                widen_bytes(group_bytes(false, block, (k0 + k) % kQuantBlock / 4, q), wq);
                 for (int t = 0; t < 4; ++t) _mm256_store_ps(chunk + (k + t) * 32 + 8 * q, _mm256_mul_ps(wq[t], d));
             }
         }
