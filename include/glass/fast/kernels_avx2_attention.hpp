@@ -39,12 +39,6 @@ GLASS_AVX2 inline void save8(float* x, int n, __m256 v) {
     else _mm256_maskstore_ps(x, lanes_below(n), v);
 }
 
-GLASS_AVX2 inline float add_lanes(__m256 v) {
-    const __m128 four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
-    return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
-}
-
 // Σ a[i]·b[i], 8 lanes at a time (the tail masked).
 GLASS_AVX2 inline float dot(const float* a, const float* b, int n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();

@@ -187,7 +187,6 @@ GLASS_AVX2 inline void matmul_one_token(const PackedMatrix& w, const float* x, f
 // that group's padding inputs too (q = 0, stored as 8: 0 · d).
 GLASS_AVX2 inline void unpack_q4_chunk(const unsigned char* panel, int k0, int kc, float* chunk) {
     const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
-    const __m256i byte0 = _mm256_set1_epi32(0xFF), byte1 = _mm256_set1_epi32(0xFF00), byte2 = _mm256_set1_epi32(0xFF0000);
     for (int b0 = 0; b0 < kc; b0 += kQuantBlock) {  // k0 is a multiple of 32 (kChunk is)
         const unsigned char* block = panel + (k0 + b0) / kQuantBlock * kQ4BlockBytes;
         const auto* scales = reinterpret_cast<const std::uint16_t*>(block);
@@ -198,11 +197,13 @@ GLASS_AVX2 inline void unpack_q4_chunk(const unsigned char* panel, int k0, int k
             for (int g = 0; g < groups; ++g) {
                 const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kPanel * 2 + g * 64 + (q % 2) * 32));
                 const __m256i u = _mm256_and_si256(q < 2 ? v : _mm256_srli_epi16(v, 4), low_nibbles);
+                __m256 wv[4];
+                widen_nibbles(u, wv);
                 float* out = chunk + (b0 + 4 * g) * 32 + 8 * q;
-                _mm256_store_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(u, byte0)), d, minus_8d));
-                _mm256_store_ps(out + 32, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(u, byte1)), d1, minus_8d));
-                _mm256_store_ps(out + 64, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(u, byte2)), d2, minus_8d));
-                _mm256_store_ps(out + 96, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(u, 24)), d, minus_8d));
+                _mm256_store_ps(out, _mm256_fmadd_ps(wv[0], d, minus_8d));
+                _mm256_store_ps(out + 32, _mm256_fmadd_ps(wv[1], d1, minus_8d));
+                _mm256_store_ps(out + 64, _mm256_fmadd_ps(wv[2], d2, minus_8d));
+                _mm256_store_ps(out + 96, _mm256_fmadd_ps(wv[3], d, minus_8d));
             }
         }
     }
