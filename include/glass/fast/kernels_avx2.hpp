@@ -72,24 +72,12 @@ GLASS_AVX2 inline __m256 widen_bf16(const std::uint16_t* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
-// A group of 4 inputs for 8 rows as signed bytes, [8 rows][4 inputs] (one 32-bit lane per row).
-// Q8_0 stores exactly that (q8_offset). Q4_0 stores [16 rows][4 inputs] of bytes holding row i in
-// the low 4 bits and row i + 16 in the high 4 (as q + 8, q4_offset): one 32-byte load is rows
-// 8h .. 8h+7 (low nibbles) and 8h+16 .. 8h+23 (high nibbles); a byte shuffle (vpshufb) through
-// the table −8 .. 7 turns each nibble into its signed integer.
-GLASS_AVX2 inline __m256i q4_low_rows(__m256i v) {
-    const __m256i table = _mm256_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7,
-                                           -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_shuffle_epi8(table, _mm256_and_si256(v, _mm256_set1_epi8(0x0F)));
-}
-GLASS_AVX2 inline __m256i q4_high_rows(__m256i v) { return q4_low_rows(_mm256_srli_epi16(v, 4)); }
-
-// The signed bytes of group g for rows 8q .. 8q+7 (q < 4) of a Q8_0 or Q4_0 block.
-GLASS_AVX2 inline __m256i group_bytes(bool q4, const unsigned char* block, int g, int q) {
-    const unsigned char* ints = block + kPanel * 2;
-    if (!q4) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ints + g * 128 + q * 32));
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ints + g * 64 + (q % 2) * 32));
-    return q < 2 ? q4_low_rows(v) : q4_high_rows(v);
+// A group of 4 inputs for 8 rows as signed bytes, [8 rows][4 inputs] (one 32-bit lane per row):
+// Q8_0 stores exactly that (q8_offset), so group g's rows 8q .. 8q+7 (q < 4) are one load. (Q4_0's
+// nibbles are never given a sign here: matvec_q4 and unpack_q4_chunk take the offset 8 out after
+// widening, and the int8 products read them through int8_group_bytes.)
+GLASS_AVX2 inline __m256i q8_group_bytes(const unsigned char* block, int g, int q) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kPanel * 2 + g * 128 + q * 32));
 }
 
 // Input t (< 4) of each row's 4 bytes as fp32: shift byte t to the top of the lane, then back
@@ -157,7 +145,7 @@ GLASS_AVX2 inline void prefetch_lines(const unsigned char* p, std::int64_t n) {
 // inside a group meets x = 0 on its padding inputs, and x past the end is not read. It asks for
 // the block two ahead as matvec_int8_impl (below) does: Zen 3 VM, one thread, 64 Q8_0 matrices
 // of 2048 × 768 from memory, two rounds: 11.9-12.3 → 14.1-14.3 GB/s. (Q4_0 took this loop too,
-// its nibbles through group_bytes' table, at 7.3-7.4 GB/s either way, held by its arithmetic:
+// its nibbles given a sign through a byte-shuffle table, at 7.3-7.4 GB/s either way, held by its arithmetic:
 // hence matvec_q4, below.)
 GLASS_AVX2 inline void matvec_q8(const unsigned char* panel, int cols, const float* x, __m256 acc[4]) {
     const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
@@ -174,7 +162,7 @@ GLASS_AVX2 inline void matvec_q8(const unsigned char* panel, int cols, const flo
 #pragma GCC unroll 4
             for (int q = 0; q < 4; ++q) {
                 __m256 w[4];
-                widen_bytes(group_bytes(false, block, g, q), w);
+                widen_bytes(q8_group_bytes(block, g, q), w);
                 // two chains per quarter: inputs 0, 2 and 1, 3 meet in the final add
                 const __m256 a = _mm256_fmadd_ps(x0, w[0], _mm256_mul_ps(x1, w[1]));
                 sum[q] = _mm256_add_ps(sum[q], _mm256_fmadd_ps(x2, w[2], _mm256_fmadd_ps(x3, w[3], a)));
@@ -194,7 +182,7 @@ GLASS_AVX2 inline void matvec_q8(const unsigned char* panel, int cols, const flo
 // exactly (t = 3 is shifted down instead); input t's products go to a chain of their own, which
 // is scaled back by 2^(−8t) at the block's end (a power of two: exact). Per 8 rows and 4 inputs:
 // 4 AND/shift + 4 converts + 4 FMAs, where Q4_0 through matvec_q8's signed loop (its nibbles
-// through group_bytes' table; the loop before this one) took a table lookup, 7 shifts, 4
+// through a byte-shuffle table; the loop before this one) took a table lookup, 7 shifts, 4
 // converts and 5 multiply-adds. Σ x is the block's 32 x summed once per panel. Zen 3 VM,
 // scripts/paired-bench against that loop, 11 rounds: one thread, a 512 × 768 matrix in L2,
 // 1.30x; two threads, 64 matrices of 2048 × 768 streamed, 1.20x. Rounding: against the same sums

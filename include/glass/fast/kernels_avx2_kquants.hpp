@@ -17,7 +17,7 @@
 ///   prefill           a 128-input chunk (half a super-block) widened to fp32 weights, then the
 ///                     fp32 register tiles of kernels_avx2_matmul.hpp
 /// A panel is four 8-row quarters here: one 32-byte half of a group's 64 nibble bytes holds
-/// rows 8h .. 8h+7 (low nibbles) and 8h+16 .. 8h+23 (high), as for Q4_0 (group_bytes).
+/// rows 8h .. 8h+7 (low nibbles) and 8h+16 .. 8h+23 (high), as for Q4_0 (matvec_q4, kernels_avx2.hpp).
 /// Each kernel is a template on the layout (E: the bits above the nibble), so its offsets,
 /// shift counts and masks are constants; matvec_k, matvec_int8_k and unpack_k_chunk pick the
 /// instance. The table (kernels_avx2_attention.hpp) takes the *_all entries below: these for

@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "glass/fast/kernels_avx2.hpp"  // GLASS_AVX2, store_panel, widen_*, group_bytes
+#include "glass/fast/kernels_avx2.hpp"  // GLASS_AVX2, store_panel, widen_*, q8_group_bytes
 #include "glass/fast/packed_weights.hpp"
 #include "glass/fast/token_tiles.hpp"
 
@@ -225,7 +225,7 @@ GLASS_AVX2 inline void unpack_chunk(const PackedMatrix& w, int p, int k0, int kc
             for (int q = 0; q < 4; ++q) {
                 const __m256 d = widen_fp16(scales + 8 * q);
                 __m256 wq[4];
-                widen_bytes(group_bytes(false, block, (k0 + k) % kQuantBlock / 4, q), wq);
+                widen_bytes(q8_group_bytes(block, (k0 + k) % kQuantBlock / 4, q), wq);
                 for (int t = 0; t < 4; ++t) _mm256_store_ps(chunk + (k + t) * 32 + 8 * q, _mm256_mul_ps(wq[t], d));
             }
         }
