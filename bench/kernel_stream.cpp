@@ -134,10 +134,10 @@ int main(int argc, char** argv) try {
     }
 
     const Stat g = stat_of(gbs), f = stat_of(gflops);
-    std::printf("{\"kernels\": \"%s\", \"type\": \"%s\", \"tokens\": %d, \"int8\": %s, \"rows\": %d, \"cols\": %d, "
+    std::printf("{\"kernels\": \"%s\", \"isa\": \"%s\", \"type\": \"%s\", \"tokens\": %d, \"int8\": %s, \"rows\": %d, \"cols\": %d, "
                 "\"matrices\": %d, \"threads\": %d, \"passes\": %d, \"gb_per_s\": [%.3f, %.3f, %.3f], "
                 "\"gflop_per_s\": [%.3f, %.3f, %.3f], \"hash\": \"%016llx\"}\n",
-                k.name, to_string(o.type), n, o.int8 ? "true" : "false", o.rows, o.cols, o.matrices, o.threads, o.passes,
+                k.name, k.isa, to_string(o.type), n, o.int8 ? "true" : "false", o.rows, o.cols, o.matrices, o.threads, o.passes,
                 g.median, g.min, g.max, f.median, f.min, f.max,
                 static_cast<unsigned long long>(fnv1a(y.data(), y.size())));
     return 0;

@@ -83,7 +83,7 @@ static int run(int argc, char** argv) {
     const double peak = glass::fast::fma_peak_probe(common.threads).median;
     std::printf("FMA peak GFLOP/s (%d threads, median of 7 passes): %.1f\n", common.threads, peak / 1e9);
 
-    std::printf("\ncolumns: step ms | decode tokens/s | x batch 1 | GFLOP/s | %% of FMA peak\n");
+    std::printf("\ncolumns: step ms (median) | decode tokens/s | x batch 1 | GFLOP/s | %% of FMA peak\n");
     serving::BarChart chart;
     chart.figure = "C20";
     chart.title = "Decode tokens/s by batch size: one pass over the weights serves the batch";

@@ -825,3 +825,19 @@ TEST_CASE("batch_decode_roofline takes the longer of a step's read and its FMAs"
     CHECK_THROWS_WITH(batch_decode_roofline(0, 1, 0, 1, 1, 1), doctest::Contains("batch 0"));
     CHECK_THROWS_WITH(batch_decode_roofline(1, 1, 0, 1, 0, 1), doctest::Contains("positive ceilings"));
 }
+
+// Every benchmark figure is a median with its range (stat_of): one slow reading among several,
+// as a preempted pass or step gives on a shared machine, moves the median by at most one place.
+TEST_CASE("stat_of: the median (the middle reading, or the mean of the two middle ones), min and max") {
+    using glass::fast::stat_of;
+    const glass::fast::Stat odd = stat_of({30.0, 10.0, 95.0, 20.0, 25.0});  // sorted: 10 20 25 30 95
+    CHECK(odd.median == 25.0);
+    CHECK(odd.min == 10.0);
+    CHECK(odd.max == 95.0);
+    const glass::fast::Stat even = stat_of({41.0, 80.0, 40.0, 42.0, 84.0, 43.0});  // 40 41 42 43 80 84
+    CHECK(even.median == 42.5);
+    CHECK(even.min == 40.0);
+    CHECK(even.max == 84.0);
+    CHECK(stat_of({7.0}).median == 7.0);
+    CHECK(stat_of({}).median == 0.0);  // nothing measured: zeros, not a read past the end
+}

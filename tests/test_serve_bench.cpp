@@ -40,6 +40,11 @@ TEST_CASE("serve-bench load run: the issue's JSON fields, token counts and paged
     // A position costs what its type stores: 1,280 bytes in fp32, 2 x 5 layers x 4 KV heads x
     // (8 int8 values + one fp32 scale) = 480 in int8 (kv_cache.hpp).
     CHECK(j["kv"] == glass::to_string(kv));
+    // Which loops ran, and on what: the fast backend's kernel set (GLASS_KERNELS, when set, is
+    // read by this process and the CLI alike) and that set's instructions.
+    CHECK(j["backend"] == "fast");
+    CHECK(j["kernels"] == glass::fast::best_kernels().name);
+    CHECK(j["isa"] == glass::fast::best_kernels().isa);
     const std::int64_t per_position = glass::kv_bytes_per_token(c, kv), block_bytes = 16 * per_position;
     CHECK(j["kv_bytes_per_token"].get<std::int64_t>() == per_position);
     CHECK(per_position == (kv == glass::KvType::fp32 ? 1280 : 480));
@@ -68,6 +73,8 @@ TEST_CASE("serve-bench load run: the issue's JSON fields, token counts and paged
     const nlohmann::json ref = serve_bench("-m " + test::sh(test::shipped_model()) +
                                            " --backend reference --kv int8 --requests 2 --rate 0 --prompt-len 8:8 --gen 3:3");
     CHECK(ref["kv"] == "int8");
+    CHECK(ref["kernels"] == "eigen");  // the reference's loops are Eigen's, at this build's flags
+    CHECK(ref["isa"] == Eigen::SimdInstructionSetsInUse());
     CHECK(ref["generated_tokens"].get<int>() == 6);
     const test::Run bad = test::run(glass_cli() + " serve-bench -m " + test::sh(test::shipped_model()) + " --kv int4");
     CHECK(bad.exit_code == 2);
@@ -135,9 +142,16 @@ TEST_CASE("serve-bench --batch-sweep (C20) and --stall (C18) report every point 
     for (const nlohmann::json& p : j["batch_sweep"]) {
         CHECK(p["batch"].get<int>() == expected_batch);
         CHECK(p["decode_tokens_per_s"].get<double>() > 0);
-        // tokens/s and ms per step are two readings of one timing: batch tokens per step.
+        // tokens/s and ms per step are two readings of one timing: batch tokens per median step.
         CHECK(p["decode_tokens_per_s"].get<double>() ==
               doctest::Approx(1000.0 * expected_batch / p["step_ms"].get<double>()).epsilon(1e-9));
+        // The median and the mean of the same steps both lie within their range.
+        const double low = p["min_step_ms"], high = p["max_step_ms"];
+        CHECK(low > 0);
+        for (const char* field : {"step_ms", "mean_step_ms"}) {
+            CHECK(p[field].get<double>() >= low);
+            CHECK(p[field].get<double>() <= high);
+        }
         CHECK(p["fraction_of_fma_peak"].get<double>() ==
               doctest::Approx(p["decode_tokens_per_s"].get<double>() * flops_per_token / peak).epsilon(1e-9));
         // The roofline, recomputed from the command's own readings: a step reads every weight once

@@ -94,6 +94,7 @@ nlohmann::json describe_setup(const Bench& b, const std::string& model_name, con
                 eo.scheduler.chunked_prefill ? "on" : "off");
     nlohmann::json j = {{"model", model_name}, {"backend", b.choice.name},
                         {"kernels", fast ? glass::fast::best_kernels().name : cuda ? "cuda" : "eigen"},
+                        {"isa", fast ? glass::fast::best_kernels().isa : cuda ? "cuda" : Eigen::SimdInstructionSetsInUse()},
                         {"cpu", glass::fast::cpu_model_name()}, {"cpu_flags", glass::fast::cpu_feature_list()}, {"block_size", eo.block_size},
                         {"budget", eo.scheduler.max_tokens_per_step}, {"prefix_cache", eo.prefix_caching},
                         {"chunked_prefill", eo.scheduler.chunked_prefill}, {"kv", glass::to_string(kv)},
@@ -153,7 +154,8 @@ void draft_comparison(const Bench& b, const glass::serve::EngineOptions& plain, 
               {"tpot_ms_p50_without_draft", p.tpot_ms_p50}});
 }
 
-// C20: decode throughput by batch size, against the FMA peak measured now. On the fast backend,
+// C20: decode throughput by batch size (from each batch's median step: measure_decode_batch),
+// against the FMA peak measured now. On the fast backend,
 // also against the roofline of each batch (batch_decode_roofline: the longer of reading every
 // weight once and doing every sequence's FMAs, from the read and FMA probes of this run), so
 // "batch B ÷ batch 1" can be read against the most this machine allows.
@@ -176,10 +178,11 @@ void batch_sweep(const Bench& b, nlohmann::json& j) {
         const serve_measure::BatchPoint p = serve_measure::measure_decode_batch(b.backend, b.tok, batch, steps, kPrompt);
         if (batch == 1) base = p.decode_tokens_per_s;
         const double of_peak = p.decode_tokens_per_s * flops_per_token / peak;
-        std::printf("  batch %2d: %9.1f tokens/s  %5.2fx batch 1  %5.1f%% of FMA peak  (%.1f ms/step)", batch,
-                    p.decode_tokens_per_s, p.decode_tokens_per_s / base, 100.0 * of_peak, p.step_ms);
+        std::printf("  batch %2d: %9.1f tokens/s  %5.2fx batch 1  %5.1f%% of FMA peak  (%.1f ms/step, mean %.1f)", batch,
+                    p.decode_tokens_per_s, p.decode_tokens_per_s / base, 100.0 * of_peak, p.step_ms, p.mean_step_ms);
         nlohmann::json point = {{"batch", batch}, {"decode_tokens_per_s", p.decode_tokens_per_s}, {"step_ms", p.step_ms},
-                                {"fraction_of_fma_peak", of_peak}};
+                                {"mean_step_ms", p.mean_step_ms}, {"min_step_ms", p.min_step_ms},
+                                {"max_step_ms", p.max_step_ms}, {"fraction_of_fma_peak", of_peak}};
         if (fast) {
             const double kv = glass::fast::decode_cache_bytes_per_token(b.c, b.backend.kv_type(), kPrompt + 1, steps);
             const glass::fast::BatchRoofline r =
