@@ -331,6 +331,13 @@ public:
         }
         return received_.find(needle) != std::string::npos;
     }
+    // Reads until the chunked body has ended (its last, empty chunk), `timeout` at most, so that
+    // body() holds every event. Waiting for "data: [DONE]" alone is not enough: those bytes can
+    // arrive before the rest of the HTTP chunk that carries them, and body() keeps whole chunks
+    // only (a slow reader in CI once lost the usage event and [DONE] that way).
+    bool read_until_end(Ms timeout, size_t chunk = 4096, Ms pause = Ms(0)) {
+        return read_until("\r\n0\r\n\r\n", timeout, chunk, pause);
+    }
     // Takes everything that has arrived by now, waiting for nothing more.
     const std::string& drain() { return drain_for(Ms(0)); }
     // The same, waiting up to `wait` for the first bytes.

@@ -249,7 +249,7 @@ TEST_CASE("serve: a greedy request equals glass generate while 32 other streams 
 
     for (int i = 0; i < kStreams; ++i) {
         CAPTURE(i);
-        REQUIRE(streams[i]->read_until("data: [DONE]", kHangGuard));
+        REQUIRE(streams[i]->read_until_end(kHangGuard));
         const Sse sse = parse_sse(streams[i]->body(), false);
         CHECK(sse.problem == "");
         if (i % 8 != 0) continue;  // four of them:
@@ -925,7 +925,7 @@ TEST_CASE("serve: a client that reads slowly stalls no one else and still gets i
 
     // Now it reads, slowly (1 KiB at a time, resting 1 ms): the whole stream, equal to the same
     // request answered at once (text, logprobs, usage).
-    REQUIRE_MESSAGE(slow.read_until("data: [DONE]", kHangGuard, 1024, Ms(1)), "the slow stream never ended");
+    REQUIRE_MESSAGE(slow.read_until_end(kHangGuard, 1024, Ms(1)), "the slow stream never ended");
     const Sse sse = parse_sse(slow.body(), false);
     CHECK(sse.problem == "");
     json plain_body = slow_body;
