@@ -834,10 +834,12 @@ TEST_CASE("stat_of: the median (the middle reading, or the mean of the two middl
     CHECK(odd.median == 25.0);
     CHECK(odd.min == 10.0);
     CHECK(odd.max == 95.0);
+    CHECK(odd.mean == 36.0);  // 180 / 5: the one slow reading pulls the mean, not the median
     const glass::fast::Stat even = stat_of({41.0, 80.0, 40.0, 42.0, 84.0, 43.0});  // 40 41 42 43 80 84
     CHECK(even.median == 42.5);
     CHECK(even.min == 40.0);
     CHECK(even.max == 84.0);
+    CHECK(even.mean == doctest::Approx(330.0 / 6));
     CHECK(stat_of({7.0}).median == 7.0);
     CHECK(stat_of({}).median == 0.0);  // nothing measured: zeros, not a read past the end
 }

@@ -92,9 +92,10 @@ nlohmann::json describe_setup(const Bench& b, const std::string& model_name, con
                 model_name.c_str(), c.dim, c.n_layers, c.vocab_size, b.choice.name.c_str(), details.c_str(),
                 glass::to_string(kv), eo.block_size, eo.scheduler.max_tokens_per_step, eo.prefix_caching ? "on" : "off",
                 eo.scheduler.chunked_prefill ? "on" : "off");
+    const glass::fast::Kernels kernels = glass::fast::best_kernels();  // what the fast backend runs
     nlohmann::json j = {{"model", model_name}, {"backend", b.choice.name},
-                        {"kernels", fast ? glass::fast::best_kernels().name : cuda ? "cuda" : "eigen"},
-                        {"isa", fast ? glass::fast::best_kernels().isa : cuda ? "cuda" : Eigen::SimdInstructionSetsInUse()},
+                        {"kernels", fast ? kernels.name : cuda ? "cuda" : "eigen"},
+                        {"isa", fast ? kernels.isa : cuda ? "cuda" : Eigen::SimdInstructionSetsInUse()},
                         {"cpu", glass::fast::cpu_model_name()}, {"cpu_flags", glass::fast::cpu_feature_list()}, {"block_size", eo.block_size},
                         {"budget", eo.scheduler.max_tokens_per_step}, {"prefix_cache", eo.prefix_caching},
                         {"chunked_prefill", eo.scheduler.chunked_prefill}, {"kv", glass::to_string(kv)},

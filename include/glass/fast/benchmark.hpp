@@ -36,13 +36,16 @@ namespace glass::fast {
 
 struct Stat {
     double median = 0, min = 0, max = 0;
+    double mean = 0;  // what the readings took together, slow ones included
 };
 inline Stat stat_of(std::vector<double> v) {
     if (v.empty()) return {};
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
     const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    return {median, v.front(), v.back()};
+    double sum = 0;
+    for (const double x : v) sum += x;
+    return {median, v.front(), v.back(), sum / static_cast<double>(n)};
 }
 
 // K and V bytes one decoded token reads, on average over the decode steps at positions first ..
