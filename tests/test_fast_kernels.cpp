@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "glass/fast/benchmark.hpp"
+#include "glass/fast/fast_session.hpp"
 #include "glass/fast/kernels.hpp"
 #include "glass/fast/random_model.hpp"
 #include "glass/fast/token_tiles.hpp"
@@ -842,4 +843,47 @@ TEST_CASE("stat_of: the median (the middle reading, or the mean of the two middl
     CHECK(even.mean == doctest::Approx(330.0 / 6));
     CHECK(stat_of({7.0}).median == 7.0);
     CHECK(stat_of({}).median == 0.0);  // nothing measured: zeros, not a read past the end
+}
+
+// paired_ratios by hand: 3 runs, 4 passes of each probe (one before the first run, one after each).
+// Run i's prefill over FMA pass i (the one before it), its decode over read pass i + 1 (after it).
+// 1e9 FLOPs per prompt token and 1e8 bytes per decoded token:
+//   prefill: 100 · 1e9 / 200e9 = 0.5,  50 · 1e9 / 100e9 = 0.5,  90 · 1e9 / 150e9 = 0.6
+//   decode:   30 · 1e8 / 10e9 = 0.3,    12 · 1e8 / 4e9 = 0.3,    40 · 1e8 / 8e9 = 0.5
+// Each run kept its ratio while the machine halved and recovered; the medians of the runs over the
+// medians of the passes (90 · 1e9 / 175e9 = 0.51 and 30 · 1e8 / 9e9 = 0.33) would have mixed them.
+TEST_CASE("paired_ratios divides each run by the probe pass beside it") {
+    glass::fast::PhaseSpeeds speeds;
+    speeds.prefill_runs = {100, 50, 90};
+    speeds.decode_runs = {30, 12, 40};
+    const std::vector<double> fma = {200e9, 100e9, 150e9, 999e9}, read = {999e9, 10e9, 4e9, 8e9};
+    const glass::fast::PairedRatios r = glass::fast::paired_ratios(speeds, fma, read, 1e9, 1e8);
+    CHECK(r.prefill_to_fma.median == doctest::Approx(0.5));
+    CHECK(r.prefill_to_fma.max == doctest::Approx(0.6));
+    CHECK(r.decode_to_read.median == doctest::Approx(0.3));
+    CHECK(r.decode_to_read.min == doctest::Approx(0.3));
+    CHECK(r.decode_to_read.max == doctest::Approx(0.5));
+    CHECK_THROWS_WITH(glass::fast::paired_ratios(speeds, {1, 2, 3}, read, 1, 1), doctest::Contains("3 FMA and 4 read"));
+}
+
+// measure_phases keeps every run's speed, in order, and calls between_runs before the first timed
+// run and after each (never around the warm-up): runs + 1 calls, where the probe passes of
+// paired_ratios go. The probes made once (ReadProbe, FmaProbe) give positive rates pass after pass.
+TEST_CASE("measure_phases keeps each run and calls between_runs runs + 1 times; the probes' passes") {
+    const glass::ModelConfig c = glass::llama2_config(96, 160, 2, 4, 2, 300, 32);
+    const glass::Model model = glass::fast::random_model_in_memory(c, 7);
+    glass::fast::FastCpuSession session(model, {.threads = 2, .weights = glass::fast::WeightType::fp32});
+    int calls = 0;
+    const glass::fast::PhaseSpeeds s = glass::fast::measure_phases(session, 8, 4, 3, [&] { ++calls; });
+    CHECK(calls == 4);
+    REQUIRE(s.decode_runs.size() == 3);
+    REQUIRE(s.prefill_runs.size() == 3);
+    CHECK(s.decode_tokens_per_s.median == glass::fast::stat_of(s.decode_runs).median);
+    CHECK(s.prefill_tokens_per_s.max == glass::fast::stat_of(s.prefill_runs).max);
+    glass::fast::ReadProbe read(2, std::int64_t{16} << 20);
+    glass::fast::FmaProbe fma(2);
+    for (int pass = 0; pass < 2; ++pass) {
+        CHECK(read.pass() > 0);
+        CHECK(fma.pass() > 0);
+    }
 }

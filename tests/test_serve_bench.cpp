@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "glass/glass.hpp"
 #include "test_support.hpp"
@@ -148,6 +149,21 @@ TEST_CASE("serve-bench --batch-sweep (C20) and --stall (C18) report every point 
         // The median and the mean of the same steps both lie within their range (the mean to
         // within its own rounding: a sum of ≤ 10 readings divided, a few units in the last place).
         const double low = p["min_step_ms"], high = p["max_step_ms"];
+        // Batch B ÷ batch 1 paired step by step (measure_batch_speedup): each pair's speedup is
+        // B · (batch 1's step) / (batch B's step), recomputed here from the pairs the command kept.
+        if (expected_batch == 1) {
+            CHECK_FALSE(p.contains("speedup_paired"));
+        } else {
+            const std::vector<double> one = p["paired_single_step_ms"], many = p["paired_batched_step_ms"];
+            REQUIRE(one.size() == 10);
+            REQUIRE(many.size() == 10);
+            std::vector<double> speedups;
+            for (size_t i = 0; i < one.size(); ++i) speedups.push_back(expected_batch * one[i] / many[i]);
+            const glass::fast::Stat want = glass::fast::stat_of(speedups);
+            CHECK(p["speedup_paired"].get<double>() == doctest::Approx(want.median).epsilon(1e-12));
+            CHECK(p["speedup_paired_range"][0].get<double>() == doctest::Approx(want.min).epsilon(1e-12));
+            CHECK(p["speedup_paired_range"][1].get<double>() == doctest::Approx(want.max).epsilon(1e-12));
+        }
         CHECK(low > 0);
         for (const char* field : {"step_ms", "mean_step_ms"}) {
             CHECK(p[field].get<double>() >= low * (1 - 1e-12));

@@ -7,7 +7,9 @@
 // --probes also measures read bandwidth and FMA peak with the same threads and prints the
 // ratios (decode: (weight bytes + the K/V bytes a step reads) × tokens/s ÷ bandwidth; prefill: FLOP/s ÷ FMA peak), each probe
 // running the kernel set's own instructions; and the read of the model's matrices in decode's own
-// parallel regions (benchmark.hpp), decode's second ratio. --kernels forces a set, as GLASS_KERNELS does.
+// parallel regions (benchmark.hpp), decode's second ratio; and each run against a probe pass taken
+// beside it (paired_ratios: the figure a noisy VM moves least). --kernels forces a set, as
+// GLASS_KERNELS does.
 #include <thread>
 
 #include "cli.hpp"
@@ -59,6 +61,9 @@ struct BenchFigures {
     double weight_bytes = 0;      // per decoded token
     double cache_bytes = 0;       // K/V read per decoded token, on average (decode_cache_bytes_per_token)
     double flops_per_prompt = 0;  // prefill of prompt_len tokens
+    // --probes: one pass of each ceiling before the first run and after every run (measure_phases'
+    // between_runs), for paired_ratios
+    std::vector<double> fma_passes{}, read_passes{};
 };
 
 void print_bench_text(const BenchOptions& o, const glass::ModelConfig& c, const glass::fast::FastCpuSession& session,
@@ -106,15 +111,22 @@ void run_probes(const BenchOptions& o, glass::fast::FastCpuSession& session, con
     const auto bw = glass::fast::read_bandwidth_probe(o.threads, std::int64_t{1} << 30, 7, session.kernels());
     const auto regions = glass::fast::region_read_probe(session.fast_model()).bytes_per_s;
     const auto peak = glass::fast::fma_peak_probe(o.threads, 7, session.kernels());
-    const double decode_bytes_per_s = (f.weight_bytes + f.cache_bytes) * f.speeds.decode_tokens_per_s.median;
+    const double decode_bytes_per_token = f.weight_bytes + f.cache_bytes;
+    const double decode_bytes_per_s = decode_bytes_per_token * f.speeds.decode_tokens_per_s.median;
     const double decode_ratio = decode_bytes_per_s / bw.median, region_ratio = decode_bytes_per_s / regions.median;
     const double prefill_ratio = f.flops_per_prompt * f.speeds.prefill_tokens_per_s.median / o.prompt_len / peak.median;
+    const auto paired = glass::fast::paired_ratios(f.speeds, f.fma_passes, f.read_passes,
+                                                   f.flops_per_prompt / o.prompt_len, decode_bytes_per_token);
     std::printf("probes (%d threads): read %.1f GB/s [%.1f – %.1f], in decode's regions %.1f GB/s [%.1f – %.1f], "
                 "FMA peak %.1f GFLOP/s [%.1f – %.1f]\n",
                 o.threads, bw.median / 1e9, bw.min / 1e9, bw.max / 1e9, regions.median / 1e9, regions.min / 1e9,
                 regions.max / 1e9, peak.median / 1e9, peak.min / 1e9, peak.max / 1e9);
     std::printf("decode at %.0f %% of read bandwidth (%.0f %% of the read in its regions); prefill at %.0f %% of FMA peak\n",
                 100 * decode_ratio, 100 * region_ratio, 100 * prefill_ratio);
+    std::printf("each run against a probe pass beside it: decode at %.0f %% of read [%.0f – %.0f], "
+                "prefill at %.0f %% of FMA peak [%.0f – %.0f]\n",
+                100 * paired.decode_to_read.median, 100 * paired.decode_to_read.min, 100 * paired.decode_to_read.max,
+                100 * paired.prefill_to_fma.median, 100 * paired.prefill_to_fma.min, 100 * paired.prefill_to_fma.max);
     j["read_bandwidth_bytes_per_s"] = bw.median;
     j["read_bandwidth_range"] = {bw.min, bw.max};
     j["region_read_bytes_per_s"] = regions.median;
@@ -124,6 +136,14 @@ void run_probes(const BenchOptions& o, glass::fast::FastCpuSession& session, con
     j["fma_peak_range"] = {peak.min, peak.max};
     j["decode_bandwidth_ratio"] = decode_ratio;
     j["prefill_fma_ratio"] = prefill_ratio;
+    j["decode_bandwidth_ratio_paired"] = paired.decode_to_read.median;
+    j["decode_bandwidth_ratio_paired_range"] = {paired.decode_to_read.min, paired.decode_to_read.max};
+    j["prefill_fma_ratio_paired"] = paired.prefill_to_fma.median;
+    j["prefill_fma_ratio_paired_range"] = {paired.prefill_to_fma.min, paired.prefill_to_fma.max};
+    j["decode_runs_tokens_per_s"] = f.speeds.decode_runs;
+    j["prefill_runs_tokens_per_s"] = f.speeds.prefill_runs;
+    j["read_passes_bytes_per_s"] = f.read_passes;
+    j["fma_passes_flops_per_s"] = f.fma_passes;
 }
 
 }  // namespace
@@ -150,7 +170,16 @@ int cmd_bench(int argc, char** argv) {
                                            .int8_activations = o.int8_activations, .kernels = o.kernels};
     glass::fast::FastCpuSession session(model, options);
     BenchFigures f{.pack_s = glass::fast::seconds_since(t0)};
-    f.speeds = glass::fast::measure_phases(session, o.prompt_len, o.gen, o.runs);
+    if (flags.has("--probes")) {  // a pass of each ceiling beside every run (paired_ratios)
+        glass::fast::ReadProbe read(o.threads, std::int64_t{1} << 30, session.kernels());
+        glass::fast::FmaProbe fma(o.threads, session.kernels());
+        f.speeds = glass::fast::measure_phases(session, o.prompt_len, o.gen, o.runs, [&] {
+            f.read_passes.push_back(read.pass());  // just after the last run's decode
+            f.fma_passes.push_back(fma.pass());    // just before the next run's prefill
+        });
+    } else {
+        f.speeds = glass::fast::measure_phases(session, o.prompt_len, o.gen, o.runs);
+    }
     f.weight_bytes = static_cast<double>(session.weight_bytes());
     f.cache_bytes = glass::fast::decode_cache_bytes_per_token(c, o.kv, o.prompt_len, o.gen);
     f.flops_per_prompt = glass::fast::prefill_flops(c, o.prompt_len);

@@ -79,6 +79,9 @@ struct Bench {
     const glass::Tokenizer& tok;
     const glass::serve::EngineOptions& eo;  // with the draft, when --draft
     const BackendChoice& choice;
+    // A second backend of the same model (C20's paired speedups step a batch of one on it beside
+    // the batch on `backend`); empty where the backend cannot be made twice (--tp/--pp, --role).
+    std::function<std::unique_ptr<glass::serve::PagedBackend>()> another_backend{};
 };
 
 // The first line (the model, the backend, the engine's options) and the JSON's fields for it.
@@ -159,7 +162,15 @@ void draft_comparison(const Bench& b, const glass::serve::EngineOptions& plain, 
 // against the FMA peak measured now. On the fast backend,
 // also against the roofline of each batch (batch_decode_roofline: the longer of reading every
 // weight once and doing every sequence's FMAs, from the read and FMA probes of this run), so
-// "batch B ÷ batch 1" can be read against the most this machine allows.
+// "batch B ÷ batch 1" can be read against the most this machine allows. Where a second backend can
+// be made, "batch B ÷ batch 1" is also measured paired (measure_batch_speedup: a step of batch 1,
+// then one of batch B, in turn), the figure a shared machine's slow phases move least.
+void print_and_add_paired(const serve_measure::BatchSpeedup& s, nlohmann::json& point) {
+    std::printf("  | paired %5.2fx [%.2f – %.2f]", s.speedup.median, s.speedup.min, s.speedup.max);
+    point.update({{"speedup_paired", s.speedup.median}, {"speedup_paired_range", {s.speedup.min, s.speedup.max}},
+                  {"paired_single_step_ms", s.single_ms}, {"paired_batched_step_ms", s.batched_ms}});
+}
+
 void batch_sweep(const Bench& b, nlohmann::json& j) {
     const bool fast = b.choice.name == "fast";
     const int threads = fast ? b.choice.threads : 1;
@@ -168,6 +179,8 @@ void batch_sweep(const Bench& b, nlohmann::json& j) {
     const double flops_per_token = glass::fast::prefill_flops(b.c, 1);  // 2 per weight (+ a little attention)
     const double weight_bytes = static_cast<double>(b.backend.weight_bytes());
     constexpr int kPrompt = 16;  // measure_decode_batch's prompts; its warm-up decodes position 16, then it times 17 ..
+    constexpr int kPairs = 10;   // measure_batch_speedup's pairs of steps
+    const std::unique_ptr<glass::serve::PagedBackend> single = b.another_backend ? b.another_backend() : nullptr;
     nlohmann::json sweep = nlohmann::json::array();
     double base = 0, roofline_base = 0;
     std::printf("C20 decode throughput by batch (FMA peak %.1f GFLOP/s", peak / 1e9);
@@ -184,6 +197,8 @@ void batch_sweep(const Bench& b, nlohmann::json& j) {
         nlohmann::json point = {{"batch", batch}, {"decode_tokens_per_s", p.decode_tokens_per_s}, {"step_ms", p.step_ms},
                                 {"mean_step_ms", p.mean_step_ms}, {"min_step_ms", p.min_step_ms},
                                 {"max_step_ms", p.max_step_ms}, {"fraction_of_fma_peak", of_peak}};
+        if (single && batch > 1)
+            print_and_add_paired(serve_measure::measure_batch_speedup(*single, b.backend, b.tok, batch, kPairs, kPrompt), point);
         if (fast) {
             const double kv = glass::fast::decode_cache_bytes_per_token(b.c, b.backend.kv_type(), kPrompt + 1, steps);
             const glass::fast::BatchRoofline r =
@@ -336,7 +351,9 @@ int cmd_serve_bench(int argc, char** argv) {
     // backend and a prefill worker with D and P threads.
     glass::serve::EngineOptions remote = eo;
     const auto bench_on = [&](glass::serve::PagedBackend& backend, const std::function<void(const Bench&, nlohmann::json&)>& dis_run) {
-        const Bench b{.c = model.config, .backend = backend, .tok = tok, .eo = eo, .choice = choice};
+        Bench b{.c = model.config, .backend = backend, .tok = tok, .eo = eo, .choice = choice};
+        if (!choice.on_grid && !dis.two_sides())
+            b.another_backend = [&] { return make_paged_backend(choice.name, model, fast_options); };
         nlohmann::json j = describe_setup(b, model_name, precision, fast_options.kv);
         run_experiments(b, flags, m, plain, j, dis_run);
     };

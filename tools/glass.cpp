@@ -145,7 +145,8 @@ const Command kCommands[] = {
      "              [--probes] [--json]\n"
      "      Prefill and decode tokens/s of the fast CPU path (median of R >= 5 runs);\n"
      "      --probes adds read-bandwidth and FMA-peak probes and the ratios to them, and a\n"
-     "      read of the model's matrices in decode's own parallel regions.\n"
+     "      read of the model's matrices in decode's own parallel regions; and each run against\n"
+     "      a probe pass taken beside it (the *_paired ratios, steadier on a shared machine).\n"
      "      --activations int8 (q8, q4, the k-quants): decode multiplies int8 inputs by the\n"
      "      integer weights.\n"},
     {"serve-bench", cli::cmd_serve_bench,
@@ -162,7 +163,8 @@ const Command kCommands[] = {
      "      random prompts and fixed lengths: throughput, TTFT/TPOT p50/p99, largest inter-token\n"
      "      gap, KV memory held vs used (C17), prefix-cache hits. --batch-sweep: decode tokens/s\n"
      "      at batch 1..64 and the FMA peak (C20; on the fast backend also each batch's roofline\n"
-     "      from the read and FMA probes); --chat-turns N: TTFT per turn of a chat that\n"
+     "      from the read and FMA probes, and batch B / batch 1 from steps taken in turn);\n"
+     "      --chat-turns N: TTFT per turn of a chat that\n"
      "      re-sends its history, prefix cache off and on (C16); --stall: the largest gap of\n"
      "      --decoders N (8) while a --long-prompt N (2000) token prompt arrives, chunked prefill\n"
      "      off and on (C18). --shape builds a random-weight model of that shape in memory\n"

@@ -8,6 +8,7 @@
 //   run_load               N requests, Poisson arrivals: throughput, TTFT/TPOT p50/p99, largest
 //                          inter-token gap, KV memory held vs used (C17), prefix-cache hits
 //   measure_decode_batch   B requests decoding together: decode tokens/s at batch B (C20)
+//   measure_batch_speedup  batch B ÷ batch 1 from steps of the two taken in turn (C20)
 //   measure_chat           a chat re-sending its history each turn: TTFT per turn (C16)
 //   measure_stall          decoders running while a long prompt arrives: their largest gap (C18)
 //
@@ -222,39 +223,85 @@ struct BatchPoint {
     double min_step_ms = 0, max_step_ms = 0;
 };
 
-/// B requests with `prompt_len`-token prompts are prefilled, then `steps` steps in which all B
-/// decode (one token each) are timed one by one. Tokens/s comes from the median step: on a
+/// B requests with `prompt_len`-token prompts, prefilled, every one of them decoding: a batch
+/// ready to be stepped, one timed decode step at a time, `steps` times at most (each request asks
+/// for steps + 2 tokens: one sampled by its prefill, one by the warm-up step, then the timed ones).
+class DecodingBatch {
+public:
+    DecodingBatch(PagedBackend& backend, const Tokenizer& tok, int batch, int steps, int prompt_len = 16,
+                  std::uint64_t seed = 1)
+        : batch_(batch), engine_(backend, tok, options(batch, steps, prompt_len)) {
+        std::mt19937 rng(static_cast<unsigned>(seed));
+        for (int b = 0; b < batch; ++b)
+            engine_.add_request_ids(random_prompt(prompt_len, backend.config().vocab_size, rng), fixed_length(steps + 2));
+        while (true) {  // until every request is decoding: its prompt done, one token sampled
+            const StepReport warm = engine_.step();
+            if (std::all_of(warm.batch.begin(), warm.batch.end(), [](const StepReport::Part& p) { return !p.prefill; }) &&
+                static_cast<int>(warm.batch.size()) == batch)
+                break;
+        }
+    }
+    /// One step in which all B requests decode a token; its milliseconds.
+    double timed_step() {
+        const auto t0 = SteadyClock::now();
+        const StepReport step = engine_.step();
+        const double ms = ms_between(t0, SteadyClock::now());
+        if (static_cast<int>(step.batch.size()) != batch_) fail("decode batch shrank to ", step.batch.size());
+        return ms;
+    }
+
+private:
+    static EngineOptions options(int batch, int steps, int prompt_len) {
+        if (batch < 1 || steps < 1) fail("batch ", batch, " and steps ", steps, " must be >= 1");
+        EngineOptions eo;
+        eo.scheduler.max_running = batch;
+        eo.scheduler.max_tokens_per_step = std::max(batch * prompt_len, batch);
+        const int per_request = prompt_len + steps + 2;
+        eo.num_blocks = batch * ((per_request + eo.block_size - 1) / eo.block_size);
+        return eo;
+    }
+    int batch_;
+    Engine engine_;
+};
+
+/// `steps` timed steps of a DecodingBatch of B. Tokens/s comes from the median step: on a
 /// shared machine some steps wait while another job holds a core. On a 2-vCPU VM, stories110M's
 /// shape, one sweep's batch-1 steps took 15.8-45.4 ms (median 21.8, mean 25.0) and its batch-16
 /// steps 42.8-70.6 ms (median 45.1, mean 52.2). The median measures the batch rather than the
 /// neighbour; the mean and the range are kept beside it.
 inline BatchPoint measure_decode_batch(PagedBackend& backend, const Tokenizer& tok, int batch, int steps,
                                        int prompt_len = 16, std::uint64_t seed = 1) {
-    if (batch < 1 || steps < 1) fail("batch ", batch, " and steps ", steps, " must be >= 1");
-    EngineOptions eo;
-    eo.scheduler.max_running = batch;
-    eo.scheduler.max_tokens_per_step = std::max(batch * prompt_len, batch);
-    const int per_request = prompt_len + steps + 2;
-    eo.num_blocks = batch * ((per_request + eo.block_size - 1) / eo.block_size);
-    Engine engine(backend, tok, eo);
-    std::mt19937 rng(static_cast<unsigned>(seed));
-    for (int b = 0; b < batch; ++b) engine.add_request_ids(random_prompt(prompt_len, backend.config().vocab_size, rng), fixed_length(steps + 2));
-    while (true) {  // until every request is decoding: its prompt done, one token sampled
-        const StepReport warm = engine.step();
-        if (std::all_of(warm.batch.begin(), warm.batch.end(), [](const StepReport::Part& p) { return !p.prefill; }) &&
-            static_cast<int>(warm.batch.size()) == batch)
-            break;
-    }
+    DecodingBatch decoding(backend, tok, batch, steps, prompt_len, seed);
     std::vector<double> step_ms;  // [steps]
-    for (int s = 0; s < steps; ++s) {
-        const auto t0 = SteadyClock::now();
-        const StepReport step = engine.step();
-        step_ms.push_back(ms_between(t0, SteadyClock::now()));
-        if (static_cast<int>(step.batch.size()) != batch) fail("decode batch shrank to ", step.batch.size());
-    }
+    for (int s = 0; s < steps; ++s) step_ms.push_back(decoding.timed_step());
     const glass::fast::Stat stat = glass::fast::stat_of(step_ms);
     return {.batch = batch, .decode_tokens_per_s = 1000.0 * batch / stat.median, .step_ms = stat.median,
             .mean_step_ms = stat.mean, .min_step_ms = stat.min, .max_step_ms = stat.max};
+}
+
+/// Batch B against batch 1 in the same seconds: a batch of one on `single` and a batch of B on
+/// `batched` (two backends of the same model: an engine holds its backend's K/V pool), stepped in
+/// turn, 1, B, 1, B, ..., `pairs` times. Pair i's speedup is (B / step_B[i]) / (1 / step_1[i]) =
+/// B · step_1[i] / step_B[i]. A shared VM's slow phases last seconds, longer than a pair's two
+/// steps, so both steps of a pair share one; measure_decode_batch's points, taken a batch at a
+/// time, can put batch 1 in a fast phase and batch 16 in a slow one (RESULTS.md: 3.8x in one sweep
+/// of such an hour, 9.5x in another). The median speedup and its range, and each pair's steps.
+struct BatchSpeedup {
+    glass::fast::Stat speedup;
+    std::vector<double> single_ms, batched_ms;  // [pairs], pair i's two steps
+};
+inline BatchSpeedup measure_batch_speedup(PagedBackend& single, PagedBackend& batched, const Tokenizer& tok, int batch,
+                                          int pairs, int prompt_len = 16) {
+    DecodingBatch one(single, tok, 1, pairs, prompt_len), many(batched, tok, batch, pairs, prompt_len);
+    BatchSpeedup r;
+    std::vector<double> speedups;  // [pairs]
+    for (int i = 0; i < pairs; ++i) {
+        r.single_ms.push_back(one.timed_step());
+        r.batched_ms.push_back(many.timed_step());
+        speedups.push_back(batch * r.single_ms.back() / r.batched_ms.back());
+    }
+    r.speedup = glass::fast::stat_of(speedups);
+    return r;
 }
 
 // ---- C16: a chat that re-sends its history ---------------------------------------------------

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,28 +83,47 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Read bandwidth (bytes/s) of `threads` threads each summing its slice of one `bytes` buffer
-// (huge pages, like the weights) with the kernel set's own loads, one value per pass.
-inline Stat read_bandwidth_probe(int threads, std::int64_t bytes = std::int64_t{1} << 30, int passes = 7,
-                                 const Kernels& k = best_kernels()) {
-    HugeBuffer buffer(static_cast<std::size_t>(bytes));
-    const std::int64_t n = bytes / 4;
-    float* data = buffer.as<float>();
-    for (std::int64_t i = 0; i < n; ++i) data[i] = 1.0f;  // touch every page before timing
-    ThreadPool pool(threads);
-    std::vector<float> sinks(static_cast<size_t>(threads));
-    std::vector<double> rates;
-    for (int pass = 0; pass < passes; ++pass) {
-        const int pieces = 64;  // 16 MiB each, shared out like the weight panels are
+// (huge pages, like the weights) with the kernel set's own loads, one value per pass(). The buffer
+// and the threads are made once, so a pass can be taken beside each run of a benchmark
+// (measure_phases' between_runs) as well as several in a row (read_bandwidth_probe).
+class ReadProbe {
+public:
+    ReadProbe(int threads, std::int64_t bytes = std::int64_t{1} << 30, const Kernels& k = best_kernels())
+        : kernels_(k), bytes_(bytes), buffer_(static_cast<std::size_t>(bytes)), pool_(threads),
+          sinks_(static_cast<size_t>(threads)) {
+        float* data = buffer_.as<float>();
+        for (std::int64_t i = 0; i < bytes / 4; ++i) data[i] = 1.0f;  // touch every page before timing
+    }
+    ~ReadProbe() {
+        volatile float keep_alive = sinks_[0];  // the sums must look used, or the loop is deleted
+        (void)keep_alive;
+    }
+    double pass() {
+        const std::int64_t n = bytes_ / 4;
+        const float* data = buffer_.as<float>();
+        const int pieces = 64;  // 16 MiB each for 1 GiB, shared out like the weight panels are
         auto job = [&](int piece, int t) {
             const std::int64_t b = n / pieces * piece, e = n / pieces * (piece + 1);
-            sinks[static_cast<size_t>(t)] += k.read_sum(data + b, e - b);
+            sinks_[static_cast<size_t>(t)] += kernels_.read_sum(data + b, e - b);
         };
         const auto t0 = std::chrono::steady_clock::now();
-        pool.run(pieces, job);
-        rates.push_back(static_cast<double>(bytes) / seconds_since(t0));
+        pool_.run(pieces, job);
+        return static_cast<double>(bytes_) / seconds_since(t0);
     }
-    volatile float keep_alive = sinks[0];  // the sums must look used, or the loop is deleted
-    (void)keep_alive;
+
+private:
+    Kernels kernels_;  // a copy: best_kernels() returns one by value
+    std::int64_t bytes_;
+    HugeBuffer buffer_;
+    ThreadPool pool_;
+    std::vector<float> sinks_;
+};
+
+inline Stat read_bandwidth_probe(int threads, std::int64_t bytes = std::int64_t{1} << 30, int passes = 7,
+                                 const Kernels& k = best_kernels()) {
+    ReadProbe probe(threads, bytes, k);
+    std::vector<double> rates;
+    for (int pass = 0; pass < passes; ++pass) rates.push_back(probe.pass());
     return stat_of(rates);
 }
 
@@ -193,26 +213,41 @@ inline RegionReadProbe region_read_probe(FastModel& m, int passes = 7) {
 }
 
 // Peak fp32 FMA throughput (FLOP/s) of `threads` threads running the kernel set's own
-// fused multiply-adds (12 independent chains; nothing else), one value per pass.
-inline Stat fma_peak_probe(int threads, int passes = 7, const Kernels& k = best_kernels()) {
-    ThreadPool pool(threads);
-    const double flops_per_round = 2.0 * kProbeChains * k.fma_lanes;
-    // ≈ 7.7 GFLOP per thread per pass whatever the vector width (20M rounds of 16 lanes)
-    const std::int64_t iterations = 20'000'000LL * 16 / k.fma_lanes;
-    std::vector<float> sinks(static_cast<size_t>(threads));
-    std::vector<double> rates;
-    for (int pass = 0; pass < passes; ++pass) {
+// fused multiply-adds (12 independent chains; nothing else), one value per pass(); made once,
+// like ReadProbe, so that a pass can sit beside each run of a benchmark.
+class FmaProbe {
+public:
+    explicit FmaProbe(int threads, const Kernels& k = best_kernels())
+        : kernels_(k), threads_(threads), pool_(threads), sinks_(static_cast<size_t>(threads)) {}
+    ~FmaProbe() {
+        volatile float keep_alive = sinks_[0];
+        (void)keep_alive;
+    }
+    double pass() {
+        const double flops_per_round = 2.0 * kProbeChains * kernels_.fma_lanes;
+        // ≈ 7.7 GFLOP per thread per pass whatever the vector width (20M rounds of 16 lanes)
+        const std::int64_t iterations = 20'000'000LL * 16 / kernels_.fma_lanes;
         auto job = [&](int piece, int t) {  // 10 pieces per thread
             // (a different start per piece, so the compiler cannot compute one and reuse it)
-            sinks[static_cast<size_t>(t)] += k.fma_chains(iterations / 10, 0.01f * piece);
+            sinks_[static_cast<size_t>(t)] += kernels_.fma_chains(iterations / 10, 0.01f * piece);
         };
         const auto t0 = std::chrono::steady_clock::now();
-        pool.run(10 * threads, job);
+        pool_.run(10 * threads_, job);
         const double s = seconds_since(t0);
-        rates.push_back(flops_per_round * static_cast<double>(iterations / 10 * 10) * threads / s);
+        return flops_per_round * static_cast<double>(iterations / 10 * 10) * threads_ / s;
     }
-    volatile float keep_alive = sinks[0];
-    (void)keep_alive;
+
+private:
+    Kernels kernels_;  // a copy: best_kernels() returns one by value
+    int threads_;
+    ThreadPool pool_;
+    std::vector<float> sinks_;
+};
+
+inline Stat fma_peak_probe(int threads, int passes = 7, const Kernels& k = best_kernels()) {
+    FmaProbe probe(threads, k);
+    std::vector<double> rates;
+    for (int pass = 0; pass < passes; ++pass) rates.push_back(probe.pass());
     return stat_of(rates);
 }
 
@@ -257,10 +292,15 @@ inline BatchRoofline batch_decode_roofline(int batch, double weight_bytes, doubl
 struct PhaseSpeeds {
     Stat prefill_tokens_per_s;
     Stat decode_tokens_per_s;
+    std::vector<double> prefill_runs{}, decode_runs{};  // [runs] tokens/s, in the order they ran
 };
 
 // `runs` times: reset, prefill `prompt_len` ids, decode `gen` greedy tokens; one warm-up first.
-inline PhaseSpeeds measure_phases(Session& s, int prompt_len, int gen, int runs) {
+// `between_runs`, if given, is called before the first timed run and after every timed run
+// (runs + 1 calls): where the ceilings' probe passes go when each run is paired with its own
+// (paired_ratios, below).
+inline PhaseSpeeds measure_phases(Session& s, int prompt_len, int gen, int runs,
+                                  const std::function<void()>& between_runs = {}) {
     const ModelConfig& c = s.config();
     if (prompt_len < 1 || gen < 1 || prompt_len + gen > c.seq_len)
         fail("prompt length ", prompt_len, " + generated ", gen, " must be ≥ 1 each and fit the context of ",
@@ -271,8 +311,9 @@ inline PhaseSpeeds measure_phases(Session& s, int prompt_len, int gen, int runs)
     auto argmax = [](std::span<const float> v) {
         return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
     };
-    std::vector<double> prefill, decode;
+    PhaseSpeeds speeds;
     for (int run = -1; run < runs; ++run) {  // run -1 warms up (page faults, caches, clocks)
+        if (run == 0 && between_runs) between_runs();
         s.reset();
         auto t0 = std::chrono::steady_clock::now();
         int next = argmax(s.prefill(prompt));
@@ -281,11 +322,43 @@ inline PhaseSpeeds measure_phases(Session& s, int prompt_len, int gen, int runs)
         for (int i = 0; i < gen; ++i) next = argmax(s.decode(next));
         const double decode_s = seconds_since(t0);
         if (run >= 0) {
-            prefill.push_back(prompt_len / prefill_s);
-            decode.push_back(gen / decode_s);
+            speeds.prefill_runs.push_back(prompt_len / prefill_s);
+            speeds.decode_runs.push_back(gen / decode_s);
+            if (between_runs) between_runs();
         }
     }
-    return {stat_of(prefill), stat_of(decode)};
+    speeds.prefill_tokens_per_s = stat_of(speeds.prefill_runs);
+    speeds.decode_tokens_per_s = stat_of(speeds.decode_runs);
+    return speeds;
+}
+
+// Each run against the probe pass taken beside it, rather than a median of runs over a median of
+// passes taken a minute later. On a shared VM the host slows the vCPUs in phases lasting seconds
+// (RESULTS.md measured the read probe at 17-36 GB/s within one morning): a run and the pass next to
+// it share the phase, so their ratio barely moves with it, where the unpaired ratio takes the
+// phase of each side apart. With `fma_passes` and `read_passes` the values of measure_phases'
+// runs + 1 between_runs calls (pass i just before run i, pass i + 1 just after it), run i's
+// prefill is divided by the FMA pass just before it (prefill runs first) and its decode by the
+// read pass just after it (decode runs last):
+//   prefill_to_fma[i] = prefill_runs[i] · flops_per_prompt_token / fma_passes[i]
+//   decode_to_read[i] = decode_runs[i] · bytes_per_decoded_token / read_passes[i + 1]
+struct PairedRatios {
+    Stat prefill_to_fma;
+    Stat decode_to_read;
+};
+inline PairedRatios paired_ratios(const PhaseSpeeds& speeds, const std::vector<double>& fma_passes,
+                                  const std::vector<double>& read_passes, double flops_per_prompt_token,
+                                  double bytes_per_decoded_token) {
+    const size_t runs = speeds.decode_runs.size();
+    if (speeds.prefill_runs.size() != runs || fma_passes.size() != runs + 1 || read_passes.size() != runs + 1)
+        fail("paired_ratios needs runs + 1 probe passes of each kind for ", runs, " runs, got ", fma_passes.size(),
+             " FMA and ", read_passes.size(), " read passes");
+    std::vector<double> to_fma, to_read;
+    for (size_t i = 0; i < runs; ++i) {
+        to_fma.push_back(speeds.prefill_runs[i] * flops_per_prompt_token / fma_passes[i]);
+        to_read.push_back(speeds.decode_runs[i] * bytes_per_decoded_token / read_passes[i + 1]);
+    }
+    return {stat_of(to_fma), stat_of(to_read)};
 }
 
 }  // namespace glass::fast
