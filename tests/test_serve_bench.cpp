@@ -120,6 +120,18 @@ TEST_CASE("serve-bench --chat-turns (C16): the cached tokens of each turn follow
     }
 }
 
+// --unpaired: the sweep without its second backend, so without the paired speedups; the
+// medians' points are all still there.
+TEST_CASE("serve-bench --batch-sweep --unpaired leaves out the paired speedups") {
+    const nlohmann::json j = serve_bench("--shape stories15M --context 64 --threads 1 --requests 1 --rate 0 "
+                                         "--prompt-len 2:2 --gen 1:1 --batch-sweep --unpaired");
+    REQUIRE(j["batch_sweep"].size() == 7);  // batches 1, 2, 4, ... 64
+    for (const nlohmann::json& p : j["batch_sweep"]) {
+        CHECK(p["decode_tokens_per_s"].get<double>() > 0);
+        CHECK_FALSE(p.contains("speedup_paired"));
+    }
+}
+
 TEST_CASE("serve-bench --batch-sweep (C20) and --stall (C18) report every point they measure") {
     const nlohmann::json j = serve_bench("--shape stories15M --context 320 --threads 1 --requests 2 --rate 0 "
                                          "--prompt-len 4:8 --gen 2:2 --batch-sweep --stall --long-prompt 300 "
@@ -216,6 +228,7 @@ TEST_CASE("serve-bench refuses bad flags, naming the value") {
         {" --shape gpt5", "unknown shape 'gpt5'"},
         {"", "needs a model"},
         {model + " extra", "'extra'"},
+        {model + " --unpaired", "--unpaired belongs to --batch-sweep"},
     };
     for (const auto& k : cases) {
         CAPTURE(k.args);

@@ -6,7 +6,7 @@
 //       [--requests N] [--rate R] [--prompt-len A:B] [--gen A:B] [--shared-prefix T]
 //       [--block-size B] [--pool-blocks N] [--budget T] [--max-running N]
 //       [--no-prefix-cache] [--no-chunked-prefill] [--seed S]
-//       [--batch-sweep] [--chat-turns N] [--stall] [--long-prompt N] [--decoders N] [--json]
+//       [--batch-sweep [--unpaired]] [--chat-turns N] [--stall] [--long-prompt N] [--decoders N] [--json]
 //       [--draft layers:N|ngram[:N]|MODEL [--draft-k K]]
 //       [--tp N] [--pp N] [--micro-batches M] [--rank-memory BYTES]   (the backend split over ranks)
 //       [--disaggregate D:P | --role decode|prefill]   (disaggregated prefill/decode beside the combined engine)
@@ -69,6 +69,8 @@ Measures measures_from_flags(const Flags& flags) {
     m.long_prompt = flags.number<int>("--long-prompt").value_or(2000);
     m.decoders = flags.number<int>("--decoders").value_or(8);
     if (m.chat_turns < 0) throw UsageError("--chat-turns must be >= 0, got " + std::to_string(m.chat_turns));
+    if (flags.has("--unpaired") && !flags.has("--batch-sweep"))
+        throw UsageError("--unpaired belongs to --batch-sweep (it leaves out the sweep's paired speedups)");
     return m;
 }
 
@@ -80,7 +82,8 @@ struct Bench {
     const glass::serve::EngineOptions& eo;  // with the draft, when --draft
     const BackendChoice& choice;
     // A second backend of the same model (C20's paired speedups step a batch of one on it beside
-    // the batch on `backend`); empty where the backend cannot be made twice (--tp/--pp, --role).
+    // the batch on `backend`); empty where the backend cannot be made twice (--tp/--pp, --role)
+    // or with --unpaired.
     std::function<std::unique_ptr<glass::serve::PagedBackend>()> another_backend{};
 };
 
@@ -320,7 +323,7 @@ void run_experiments(const Bench& b, const Flags& flags, const Measures& m, cons
 int cmd_serve_bench(int argc, char** argv) {
     std::map<std::string, bool> own = {{"--requests", true},    {"--rate", true},       {"--prompt-len", true},
                                        {"--gen", true},         {"--shared-prefix", true}, {"--seed", true},
-                                       {"--batch-sweep", false}, {"--chat-turns", true}, {"--stall", false},
+                                       {"--batch-sweep", false}, {"--unpaired", false}, {"--chat-turns", true}, {"--stall", false},
                                        {"--long-prompt", true}, {"--decoders", true},   {"--json", false}};
     add_disaggregation_flags(own);
     Flags flags("serve-bench", with_engine_flags(own));
@@ -352,7 +355,9 @@ int cmd_serve_bench(int argc, char** argv) {
     glass::serve::EngineOptions remote = eo;
     const auto bench_on = [&](glass::serve::PagedBackend& backend, const std::function<void(const Bench&, nlohmann::json&)>& dis_run) {
         Bench b{.c = model.config, .backend = backend, .tok = tok, .eo = eo, .choice = choice};
-        if (!choice.on_grid && !dis.two_sides())
+        // The paired speedups hold a second copy of the weights while the sweep runs; --unpaired
+        // does without them where memory is short.
+        if (!choice.on_grid && !dis.two_sides() && !flags.has("--unpaired"))
             b.another_backend = [&] { return make_paged_backend(choice.name, model, fast_options); };
         nlohmann::json j = describe_setup(b, model_name, precision, fast_options.kv);
         run_experiments(b, flags, m, plain, j, dis_run);
